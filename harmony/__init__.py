@@ -1,0 +1,1 @@
+"""The Harmony format (gpt-oss): token-level channel parser and message rendering."""

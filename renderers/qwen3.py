@@ -1,0 +1,364 @@
+"""Qwen3 (``Qwen/Qwen3-8B``): ChatML turns, ``<think>`` reasoning, ``<tool_call>`` JSON.
+
+What the official template renders (``⏎`` is a newline)::
+
+    <|im_start|>system⏎{system}⏎⏎# Tools ... <tools>⏎{tool JSON per line}⏎</tools> ...<|im_end|>⏎
+    <|im_start|>user⏎{text}<|im_end|>⏎
+    <|im_start|>assistant⏎<think>⏎{reasoning}⏎</think>⏎⏎{text}⏎
+        <tool_call>⏎{"name": NAME, "arguments": ARGS}⏎</tool_call><|im_end|>⏎
+    <|im_start|>user⏎<tool_response>⏎{result}⏎</tool_response>⏎<tool_response>...<|im_end|>⏎
+
+``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` are single
+control tokens. Reasoning is kept for assistant turns after the last user query and
+dropped before it; the last assistant turn always gets a think block (empty without
+reasoning). ``enable_thinking=False`` appends an empty think block to the generation
+prompt. Sampling stops at ``<|im_end|>``; ``<|endoftext|>`` is end-of-sequence.
+
+Divergences from the template, on purpose:
+
+- list-of-parts content is rendered as its text parts joined (the template renders it
+  as an empty string, silently dropping training text);
+- message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
+  ordinary text, never as the control token;
+- assistant parts in a non-canonical order (``[thinking, text, tool call, thinking, ...]``)
+  are written in that order with the same markers, so parsed messages render back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from renderers.messages import (
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+)
+from renderers.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    StreamParser,
+    json_object_members,
+)
+from renderers.rendering import Renderer, TokenWriter
+
+__all__ = ["Qwen3Options", "Qwen3Renderer"]
+
+_TOOLS_INTRO = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+_TOOLS_OUTRO = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+)
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class Qwen3Options:
+    """Options of the Qwen3 format (names follow the template's kwargs)."""
+
+    enable_thinking: bool = True
+    """False: the generation prompt ends with an empty think block (no reasoning)."""
+    strip_thinking_history: bool = True
+    """True (template behaviour): reasoning of turns before the last user query is dropped.
+    False: every assistant turn keeps its reasoning."""
+
+
+class Qwen3Renderer(Renderer):
+    """Renderer and parser for Qwen3 thinking models."""
+
+    name = "qwen3"
+    default_model = "Qwen/Qwen3-8B"
+    Options = Qwen3Options
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        super().__init__(tokenizer, **options)
+        control = self.table.control_id
+        self.im_start = control("<|im_start|>")
+        self.im_end = control("<|im_end|>")
+        self.end_of_text = control("<|endoftext|>")
+        self.think = control("<think>")
+        self.think_end = control("</think>")
+        self.tool_call = control("<tool_call>")
+        self.tool_call_end = control("</tool_call>")
+        self.tool_response = control("<tool_response>")
+        self.tool_response_end = control("</tool_response>")
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return (self.im_end, self.end_of_text)
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def _render(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: Qwen3Options,
+        add_generation_prompt: bool,
+    ) -> None:
+        for i, m in enumerate(messages):
+            if m.role not in _ROLES:
+                raise ValueError(
+                    f"messages[{i}].role: unknown role {m.role!r} for qwen3 "
+                    f"(expected one of {', '.join(_ROLES)})"
+                )
+        first_is_system = bool(messages) and messages[0].role == "system"
+        if tools:
+            w.control(self.im_start)
+            w.text("system\n")
+            if first_is_system:
+                w.text(_plain_text(messages[0], 0) + "\n\n")
+            w.template(_TOOLS_INTRO)
+            for tool in tools:
+                w.text("\n" + json.dumps(tool, ensure_ascii=False))
+            w.template(_TOOLS_OUTRO)
+        elif first_is_system:
+            self._turn(w, "system", _plain_text(messages[0], 0))
+
+        last_query = _last_query_index(messages)
+        n = len(messages)
+        for i, m in enumerate(messages):
+            if m.role == "user" or (m.role == "system" and i > 0):
+                self._turn(w, m.role, _plain_text(m, i))
+            elif m.role == "assistant":
+                parts = _assistant_parts(m)
+                keep_thinking = i > last_query or not options.strip_thinking_history
+                has_reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
+                think_block = keep_thinking and ((i == n - 1 and i > last_query) or has_reasoning)
+                self._assistant(w, parts, i, think_block, options)
+            elif m.role == "tool":
+                if i == 0 or messages[i - 1].role != "tool":
+                    w.control(self.im_start)
+                    w.text("user")
+                w.text("\n")
+                w.control(self.tool_response)
+                w.text("\n" + _plain_text(m, i) + "\n")
+                w.control(self.tool_response_end)
+                if i == n - 1 or messages[i + 1].role != "tool":
+                    w.control(self.im_end)
+                    w.text("\n")
+        if add_generation_prompt:
+            w.control(self.im_start)
+            w.text("assistant\n")
+            if not options.enable_thinking:
+                self._empty_think_block(w, -1, False)
+
+    def _turn(self, w: TokenWriter, role: str, text: str) -> None:
+        w.control(self.im_start)
+        w.text(role + "\n" + text)
+        w.control(self.im_end)
+        w.text("\n")
+
+    def _empty_think_block(self, w: TokenWriter, msg: int, sampled: bool) -> None:
+        w.control(self.think, msg, sampled)
+        w.text("\n\n", msg, sampled)
+        w.control(self.think_end, msg, sampled)
+        w.text("\n\n", msg, sampled)
+
+    def _assistant(
+        self,
+        w: TokenWriter,
+        parts: list[Part],
+        i: int,
+        think_block: bool,
+        options: Qwen3Options,
+    ) -> None:
+        w.control(self.im_start, i)
+        w.text("assistant\n", i)
+        previous: str | None = None
+        if not think_block:
+            parts = [p for p in parts if type(p) is not ThinkingPart]
+        elif not parts or type(parts[0]) is not ThinkingPart or not parts[0].text.strip("\n"):
+            # The template's empty block; with thinking off it is part of the prompt.
+            self._empty_think_block(w, i, options.enable_thinking)
+            previous = THINKING
+            if parts and type(parts[0]) is ThinkingPart:
+                parts = parts[1:]
+        for part in parts:
+            if type(part) is ThinkingPart:
+                w.control(self.think, i, True)
+                w.text("\n" + part.text.strip("\n") + "\n", i, True)
+                w.control(self.think_end, i, True)
+                w.text("\n\n", i, True)
+                previous = THINKING
+            elif type(part) is TextPart:
+                text = part.text.lstrip("\n") if previous == THINKING else part.text
+                if text:
+                    w.text(text, i, True)
+                    previous = TEXT
+            else:
+                if previous in (TEXT, TOOL_CALL):
+                    w.text("\n", i, True)
+                w.control(self.tool_call, i, True)
+                if type(part) is ToolCallPart:
+                    w.text(
+                        '\n{"name": "' + part.name + '", "arguments": ' + part.arguments + "}\n",
+                        i,
+                        True,
+                    )
+                else:
+                    assert type(part) is UnparsedToolCallPart
+                    w.text(part.raw, i, True)
+                w.control(self.tool_call_end, i, True)
+                previous = TOOL_CALL
+        w.control(self.im_end, i, True)
+        w.text("\n", i)
+
+    # -- parsing ------------------------------------------------------------------------
+
+    def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
+        return _Qwen3Parser(self, events)
+
+
+def _plain_text(m: Message, i: int) -> str:
+    """The text of a non-assistant message (text parts joined)."""
+    if not isinstance(m.content, str):
+        for k, p in enumerate(m.content):
+            if type(p) is not TextPart:
+                raise ValueError(
+                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
+                    f"qwen3, got {type(p).__name__}"
+                )
+    return m.text
+
+
+def _has_inline_reasoning(m: Message) -> bool:
+    return m.thinking is None and "</think>" in m.text
+
+
+def _assistant_parts(m: Message) -> list[Part]:
+    """The parts to write, with the template's inline ``<think>...</think>`` convention
+    (reasoning written into a string ``content``) turned into a thinking part."""
+    parts = list(m.parts)
+    if _has_inline_reasoning(m):
+        content = m.text
+        reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+        rest = content.split("</think>")[-1].lstrip("\n")
+        others = [p for p in parts if type(p) is not TextPart]
+        parts = [ThinkingPart(reasoning), *([TextPart(rest)] if rest else []), *others]
+    return parts
+
+
+def _last_query_index(messages: list[Message]) -> int:
+    """Index of the last user message that is a real query (not wrapped tool output)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "user":
+            text = m.text
+            if not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
+                return i
+    return len(messages) - 1
+
+
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _visible_name(raw: str) -> str | None:
+    match = _NAME.search(raw)
+    if match is None:
+        return None
+    try:
+        name = json.loads('"' + match.group(1) + '"')
+    except ValueError:
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
+    raw = segments[0]
+    if incomplete:
+        return UnparsedToolCallPart(
+            raw, "cut off before </tool_call>", name=_visible_name(raw), incomplete=True
+        )
+    try:
+        members = json_object_members(raw)
+    except ValueError as exc:
+        return UnparsedToolCallPart(raw, f"invalid JSON: {exc}", name=_visible_name(raw))
+    keys = [k for k, _, _ in members]
+    if sorted(keys) != ["arguments", "name"]:
+        return UnparsedToolCallPart(
+            raw,
+            f'expected {{"name": ..., "arguments": ...}}, got keys {keys}',
+            name=_visible_name(raw),
+        )
+    fields = {k: (v, text) for k, v, text in members}
+    name = fields["name"][0]
+    if not isinstance(name, str):
+        return UnparsedToolCallPart(raw, "the tool-call name is not a string")
+    return ToolCallPart(name, fields["arguments"][1])
+
+
+class _Qwen3Parser(StreamParser):
+    """Qwen3 completions: text, think blocks and tool calls in any order."""
+
+    def __init__(self, r: Qwen3Renderer, events: bool) -> None:
+        super().__init__(
+            r.table,
+            structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
+            stop_ids=(r.im_end,),
+            eos_ids=(r.end_of_text,),
+            events=events,
+        )
+        self._r = r
+        asm = self.asm
+        self._on_text = asm.write  # type: ignore[method-assign]
+        asm.open(TEXT, 0, holdback="\n")
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        r = self._r
+        asm = self.asm
+        kind = asm.kind
+        if token_id == r.think:
+            if kind == THINKING:
+                self._issue(pos, "<think> inside an open think block (ignored)")
+                return
+            if kind == TOOL_CALL:
+                self._issue(pos, "<think> inside a tool call (the call is cut there)")
+                asm.close(pos, incomplete=True, build=_tool_call_from_body)
+            else:
+                asm.close(pos)
+            asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
+        elif token_id == r.think_end:
+            if kind != THINKING:
+                self._issue(pos, "</think> without an open think block (ignored)")
+                return
+            asm.close(pos + 1, strip_suffix="\n")
+            asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback="\n")
+        elif token_id == r.tool_call:
+            if kind == TOOL_CALL:
+                self._issue(pos, "<tool_call> inside a tool call (the call is cut there)")
+                asm.close(pos, incomplete=True, build=_tool_call_from_body)
+            else:
+                if kind == THINKING:
+                    self._issue(pos, "<tool_call> inside an open think block")
+                asm.close(pos, strip_suffix="\n")
+            asm.open(TOOL_CALL, pos)
+        elif token_id == r.tool_call_end:
+            if kind != TOOL_CALL:
+                self._issue(pos, "</tool_call> without an open tool call (ignored)")
+                return
+            asm.close(pos + 1, build=_tool_call_from_body)
+            asm.open(TEXT, pos + 1, holdback="\n")
+        else:  # <|im_start|>: the model began another turn
+            self._issue(pos, "<|im_start|> before <|im_end|>: the message ends here")
+            self._end_message(pos)
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        asm = self.asm
+        if stopped and asm.kind == THINKING:
+            self._issue(pos, "the message ended inside an open think block")
+        elif stopped and asm.kind == TOOL_CALL:
+            self._issue(pos, "the message ended inside a tool call (no </tool_call>)")
+        asm.close(pos, incomplete=not stopped, build=_tool_call_from_body)

@@ -1,0 +1,51 @@
+"""Finding a renderer by name or model id."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from renderers.rendering import Renderer
+
+__all__ = ["RENDERERS", "get_renderer", "renderer_names"]
+
+# name -> (module, class, default model id). Modules are imported on first use.
+RENDERERS: dict[str, tuple[str, str, str]] = {
+    "qwen3": ("renderers.qwen3", "Qwen3Renderer", "Qwen/Qwen3-8B"),
+}
+
+# Model ids (lower case) that share a renderer's template without being its default.
+_MODEL_ALIASES: dict[str, str] = {}
+
+
+def renderer_names() -> list[str]:
+    """The names :func:`get_renderer` accepts (besides model ids)."""
+    return sorted(RENDERERS)
+
+
+def _resolve(name_or_model_id: str) -> str:
+    key = name_or_model_id.strip()
+    if key in RENDERERS:
+        return key
+    lowered = key.lower()
+    for name, (_, _, model_id) in RENDERERS.items():
+        if model_id.lower() == lowered:
+            return name
+    if lowered in _MODEL_ALIASES:
+        return _MODEL_ALIASES[lowered]
+    known = ", ".join(f"{n} ({m})" for n, (_, _, m) in sorted(RENDERERS.items()))
+    raise ValueError(f"unknown renderer or model id {name_or_model_id!r}; known: {known}")
+
+
+def get_renderer(name_or_model_id: str, tokenizer: Any = None, **options: Any) -> Renderer:
+    """The renderer for a name (``"qwen3"``) or model id (``"Qwen/Qwen3-8B"``).
+
+    Loads the model's tokenizer when ``tokenizer`` is not given. ``options`` are the
+    format's options (for example ``enable_thinking=False``); they become the defaults of
+    every call and can be overridden per call.
+    """
+    name = _resolve(name_or_model_id)
+    module_name, class_name, _ = RENDERERS[name]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    renderer: Renderer = cls(tokenizer, **options)
+    return renderer

@@ -1,0 +1,323 @@
+"""Shared rendering machinery: the token writer, loss weights and the renderer contract.
+
+A renderer writes a conversation as a sequence of pieces: control tokens (known ids) and
+text. Adjacent text pieces are joined before encoding, exactly as a chat template's output
+is tokenized between control tokens, so the ids equal the template's. Message text is
+always encoded as ordinary text; only the template's own constant text may spell control
+tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from renderers.messages import Message, coerce_messages
+from renderers.parsing import ParseResult, StreamParser
+from renderers.tokenizer import TokenTable, load_tokenizer, token_table
+
+__all__ = ["Renderer", "SupervisedExample", "TokenWriter", "TrainOn"]
+
+
+class TrainOn(StrEnum):
+    """Which tokens of a supervised example get weight 1."""
+
+    LAST_ASSISTANT = "last_assistant"
+    """What the model samples for the last assistant message (body and stop token)."""
+    ALL_ASSISTANT = "all_assistant"
+    """What the model samples for every assistant message."""
+    ALL = "all"
+    """Every token."""
+
+
+class SupervisedExample(NamedTuple):
+    """Token ids and per-token loss weights (both 1-D NumPy arrays of equal length)."""
+
+    tokens: np.ndarray
+    weights: np.ndarray
+
+
+_NO_MESSAGE = -1
+
+
+class TokenWriter:
+    """Collects a rendering as control tokens and text, then encodes it.
+
+    Each piece records the index of the message it belongs to and whether the model
+    samples it (``sampled``: an assistant body and the stop token that ends it), which is
+    what loss weights are computed from.
+    """
+
+    __slots__ = ("_items", "_msg", "_sampled", "_table")
+
+    def __init__(self, table: TokenTable) -> None:
+        self._table = table
+        self._items: list[int | str] = []
+        self._msg: list[int] = []
+        self._sampled: list[bool] = []
+
+    def control(self, token_id: int, msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
+        """A control token (by id)."""
+        self._items.append(token_id)
+        self._msg.append(msg)
+        self._sampled.append(sampled)
+
+    def text(self, text: str, msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
+        """Ordinary text: never becomes a control token, whatever it spells."""
+        if text:
+            self._items.append(text)
+            self._msg.append(msg)
+            self._sampled.append(sampled)
+
+    def template(self, text: str, msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
+        """Constant text of the template, in which control-token spellings are control
+        tokens (as the template's tokenizer call would treat them)."""
+        for piece in _split_controls(self._table, text):
+            if isinstance(piece, int):
+                self.control(piece, msg, sampled)
+            else:
+                self.text(piece, msg, sampled)
+
+    def ids(self) -> list[int]:
+        """The token ids of everything written."""
+        out: list[int] = []
+        buf: list[str] = []
+        encode = self._table.encode
+        for item in self._items:
+            if type(item) is int:
+                if buf:
+                    out += encode(buf[0] if len(buf) == 1 else "".join(buf))
+                    buf.clear()
+                out.append(item)
+            else:
+                buf.append(item)  # type: ignore[arg-type]
+        if buf:
+            out += encode("".join(buf))
+        return out
+
+    def ids_and_weights(self, trained: Sequence[bool]) -> SupervisedExample:
+        """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
+        (a message index of -1 means template text outside any message)."""
+        ids: list[int] = []
+        weights: list[float] = []
+        items, msgs, sampled = self._items, self._msg, self._sampled
+
+        def piece_weight(k: int) -> float:
+            m = msgs[k]
+            return 1.0 if sampled[k] and m >= 0 and trained[m] else 0.0
+
+        k = 0
+        n = len(items)
+        while k < n:
+            item = items[k]
+            if type(item) is int:
+                ids.append(item)
+                weights.append(piece_weight(k))
+                k += 1
+                continue
+            j = k
+            while j < n and type(items[j]) is not int:
+                j += 1
+            texts: list[str] = items[k:j]  # type: ignore[assignment]
+            piece_weights = [piece_weight(x) for x in range(k, j)]
+            joined = "".join(texts)
+            if all(w == piece_weights[0] for w in piece_weights):
+                seg = self._table.encode(joined)
+                ids += seg
+                weights += [piece_weights[0]] * len(seg)
+            else:
+                seg, offsets = self._table.encode_with_offsets(joined)
+                # A token is trained if any of its characters belongs to a trained piece.
+                char_weight = np.repeat(piece_weights, [len(t) for t in texts])
+                for start, end in offsets:
+                    ids_w = char_weight[start:end]
+                    weights.append(float(ids_w.max()) if len(ids_w) else 0.0)
+                ids += seg
+            k = j
+        return SupervisedExample(np.asarray(ids, dtype=np.int64), np.asarray(weights, np.float32))
+
+
+_CONTROL_SPLITTERS: dict[int, re.Pattern[str]] = {}
+_SPLIT_CACHE: dict[tuple[int, str], tuple[int | str, ...]] = {}
+
+
+def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
+    key = (id(table), text)
+    cached = _SPLIT_CACHE.get(key)
+    if cached is not None:
+        return cached
+    pattern = _CONTROL_SPLITTERS.get(id(table))
+    if pattern is None:
+        names = sorted(table.control_tokens, key=len, reverse=True)
+        pattern = re.compile("(" + "|".join(map(re.escape, names)) + ")")
+        _CONTROL_SPLITTERS[id(table)] = pattern
+    pieces: list[int | str] = []
+    for k, piece in enumerate(pattern.split(text)):
+        if k % 2:
+            pieces.append(table.control_tokens[piece])
+        elif piece:
+            pieces.append(piece)
+    result = tuple(pieces)
+    if len(_SPLIT_CACHE) > 4096:
+        _SPLIT_CACHE.clear()
+    _SPLIT_CACHE[key] = result
+    return result
+
+
+class Renderer:
+    """The contract every model family implements.
+
+    Subclasses define ``name``, ``default_model``, an ``Options`` frozen dataclass,
+    ``stop_token_ids`` and the two format hooks :meth:`_render` and :meth:`_new_parser`.
+    Per-call options override the options given at construction.
+    """
+
+    name: ClassVar[str]
+    default_model: ClassVar[str]
+    Options: ClassVar[type[Any]]
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        if tokenizer is None:
+            tokenizer = load_tokenizer(self.default_model)
+        self.tokenizer = tokenizer
+        self.table: TokenTable = token_table(tokenizer)
+        self.options = self._with_options(self.Options(), options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(options={self.options!r})"
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The ids a sampler should stop on."""
+        raise NotImplementedError
+
+    def build_generation_prompt(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """Token ids of the conversation followed by the assistant generation prompt,
+        identical to the official template's ``add_generation_prompt=True`` rendering."""
+        writer = self._write(messages, tools, options, add_generation_prompt=True)
+        return writer.ids()
+
+    def build_supervised_example(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        train_on: TrainOn | str = TrainOn.LAST_ASSISTANT,
+        **options: Any,
+    ) -> SupervisedExample:
+        """Tokens of the whole conversation (as the official template renders it) and loss
+        weights: 1 on the tokens the model samples for the trained messages, including the
+        token that ends each of them, 0 elsewhere."""
+        try:
+            mode = TrainOn(train_on)
+        except ValueError:
+            choices = ", ".join(repr(t.value) for t in TrainOn)
+            raise ValueError(f"train_on: expected one of {choices}, got {train_on!r}") from None
+        msgs = coerce_messages(messages)
+        writer = self._write(msgs, tools, options, add_generation_prompt=False)
+        if mode is TrainOn.ALL:
+            ids = writer.ids()
+            return SupervisedExample(
+                np.asarray(ids, dtype=np.int64), np.ones(len(ids), dtype=np.float32)
+            )
+        assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
+        if not assistants:
+            raise ValueError(
+                f"train_on={mode.value!r}: the conversation has no assistant message to train on"
+            )
+        trained = [False] * len(msgs)
+        for i in assistants if mode is TrainOn.ALL_ASSISTANT else assistants[-1:]:
+            trained[i] = True
+        return writer.ids_and_weights(trained)
+
+    def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
+        """Parse the sampled completion (the ids after the generation prompt)."""
+        parser = self.stream_parser(_events=False, **options)
+        parser.feed(token_ids)
+        return parser.finish()
+
+    def stream_parser(self, **options: Any) -> StreamParser:
+        """An incremental parser: ``feed(ids) -> events``, ``finish() -> ParseResult``.
+
+        Feeding the ids in any split gives the same result as :meth:`parse_response`.
+        """
+        events = options.pop("_events", True)
+        return self._new_parser(self._with_options(self.options, options), events)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Decode ids to text (control tokens spelled out), for display and debugging."""
+        return self.table.decode(token_ids)
+
+    # -- format hooks -------------------------------------------------------------------
+
+    def _render(
+        self,
+        writer: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: Any,
+        add_generation_prompt: bool,
+    ) -> None:
+        raise NotImplementedError
+
+    def _new_parser(self, options: Any, events: bool) -> StreamParser:
+        raise NotImplementedError
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _with_options(self, base: Any, overrides: Mapping[str, Any]) -> Any:
+        if not overrides:
+            return base
+        known = {f.name for f in dataclasses.fields(base)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(
+                f"{self.name}: unknown option(s) {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
+        return dataclasses.replace(base, **overrides)
+
+    def _write(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+        add_generation_prompt: bool,
+    ) -> TokenWriter:
+        msgs = (
+            messages
+            if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
+            else coerce_messages(messages)
+        )
+        tool_list = _check_tools(tools)
+        writer = TokenWriter(self.table)
+        self._render(
+            writer,
+            msgs,
+            tool_list,
+            self._with_options(self.options, options),
+            add_generation_prompt,
+        )
+        return writer
+
+
+def _check_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]] | None:
+    if tools is None:
+        return None
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise ValueError("tools: expected a list of tool definitions (dicts)")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise ValueError(f"tools[{i}]: expected a dict, got {type(tool).__name__}")
+    return list(tools)

@@ -1,0 +1,201 @@
+"""Tokenizer access: loading by model id, and the per-tokenizer table renderers use.
+
+A :class:`TokenTable` is built once per tokenizer (cached) and holds what rendering and
+parsing need: the bytes of every token id (decoding by joining bytes is ~3x faster than
+the tokenizer's own decode), the control tokens by name, and an encoder for ordinary
+text that never produces a control token, even when the text spells one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from tokenizers import Tokenizer
+
+__all__ = ["TokenTable", "load_tokenizer", "token_table"]
+
+# Model ids whose tokenizer must be built from tiktoken data (no remote code).
+_KIMI_MODEL_IDS = ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking")
+
+
+def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
+    """Load the tokenizer of ``model_id`` with the standard Hugging Face hub client.
+
+    Works offline against a hub cache (``HF_HUB_CACHE`` and ``HF_HUB_OFFLINE=1``).
+    Kimi-K2 tokenizers are built from their ``tiktoken.model`` without remote code.
+    """
+    if model_id in _KIMI_MODEL_IDS:
+        from renderers.kimi_tokenizer import load_kimi_tokenizer
+
+        return load_kimi_tokenizer(model_id, revision=revision)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_id, revision=revision)
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs), strict=True))
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
+
+
+def _backend(tokenizer: Any) -> Tokenizer:
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if isinstance(backend, Tokenizer):
+        return backend
+    raise TypeError(
+        f"unsupported tokenizer {type(tokenizer).__name__}: expected a Hugging Face fast "
+        "tokenizer (with .backend_tokenizer) or a tokenizers.Tokenizer"
+    )
+
+
+def _is_byte_level(decoder: Any) -> bool:
+    if not isinstance(decoder, dict):
+        return False
+    if decoder.get("type") == "ByteLevel":
+        return True
+    return any(_is_byte_level(d) for d in decoder.get("decoders", []) or [])
+
+
+class TokenTable:
+    """What renderers need to know about one tokenizer, computed once.
+
+    - ``id_to_bytes[i]``: the bytes of token ``i`` (control tokens: their UTF-8 text);
+    - ``id_to_str[i]``: the text of token ``i`` when its bytes are complete UTF-8, else
+      ``None`` (lets streaming skip the incremental decoder for most tokens);
+    - ``control_tokens``: every added token (special or not) by its text;
+    - :meth:`encode`: ordinary text to ids without ever matching a control token.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        backend = _backend(tokenizer)
+        spec = json.loads(backend.to_str())
+        if not _is_byte_level(spec.get("decoder")):
+            raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
+        vocab: dict[str, int] = spec["model"]["vocab"]
+        added = spec.get("added_tokens", [])
+        size = max(max(vocab.values(), default=-1), max((t["id"] for t in added), default=-1)) + 1
+        table: list[bytes | None] = [None] * size
+        u2b = _UNICODE_TO_BYTE
+        for piece, i in vocab.items():
+            try:
+                table[i] = bytes([u2b[c] for c in piece])
+            except KeyError:
+                raise TypeError(f"token {piece!r} is not byte-level encoded") from None
+        control: dict[str, int] = {}
+        for t in added:
+            table[t["id"]] = t["content"].encode("utf-8")
+            control[t["content"]] = t["id"]
+        self.vocab_size = size
+        self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
+        self.valid = [b is not None for b in table]
+        self.id_to_str: list[str | None] = [_complete_utf8(b) for b in self.id_to_bytes]
+        self.control_tokens: dict[str, int] = control
+        self.control_ids = frozenset(control.values())
+        self._id_to_control = {i: s for s, i in control.items()}
+        # An encoder without added tokens: text is only ever split by the pre-tokenizer and
+        # BPE, so a user typing "<|im_end|>" gets ordinary tokens.
+        plain = dict(spec)
+        plain["added_tokens"] = []
+        plain["truncation"] = None
+        plain["padding"] = None
+        self._plain_spec = json.dumps(plain)
+        self._encoder = Tokenizer.from_str(self._plain_spec)
+        self._cache: dict[str, list[int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_encoder"]
+        state["_cache"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._encoder = Tokenizer.from_str(self._plain_spec)
+
+    def control_id(self, text: str) -> int:
+        """The id of the control token spelled ``text`` (``KeyError`` if there is none)."""
+        try:
+            return self.control_tokens[text]
+        except KeyError:
+            raise KeyError(f"the tokenizer has no control token {text!r}") from None
+
+    def control_text(self, token_id: int) -> str | None:
+        """The text of control token ``token_id``, or ``None`` for an ordinary token."""
+        return self._id_to_control.get(token_id)
+
+    def encode(self, text: str) -> list[int]:
+        """Encode ``text`` as ordinary text (control-token spellings stay plain text)."""
+        if len(text) <= 256:
+            cached = self._cache.get(text)
+            if cached is None:
+                cached = self._encoder.encode(text, add_special_tokens=False).ids
+                if len(self._cache) >= 65536:
+                    self._cache.clear()
+                self._cache[text] = cached
+            return list(cached)
+        ids: list[int] = self._encoder.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Like :meth:`encode`, also returning each token's character span in ``text``."""
+        enc = self._encoder.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
+        """Raise ``ValueError`` naming the first position holding an invalid token id."""
+        valid = self.valid
+        n = self.vocab_size
+        for pos, t in enumerate(ids):
+            if not (0 <= t < n and valid[t]):
+                raise ValueError(
+                    f"token_ids[{offset + pos}] = {t} is not a token id of this tokenizer "
+                    f"(ids are 0..{n - 1})"
+                )
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
+        try:
+            data = b"".join(map(self.id_to_bytes.__getitem__, ids))
+        except (IndexError, TypeError):
+            self.check_ids(ids)
+            raise
+        return data.decode("utf-8", "replace")
+
+
+def _complete_utf8(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+_TABLES: weakref.WeakKeyDictionary[Any, TokenTable] = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+def token_table(tokenizer: Any) -> TokenTable:
+    """The cached :class:`TokenTable` of ``tokenizer`` (built on first use)."""
+    with _TABLES_LOCK:
+        table = _TABLES.get(tokenizer)
+    if table is None:
+        table = TokenTable(tokenizer)
+        with _TABLES_LOCK:
+            table = _TABLES.setdefault(tokenizer, table)
+    return table
