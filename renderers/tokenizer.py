@@ -8,6 +8,7 @@ text that never produces a control token, even when the text spells one.
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import weakref
@@ -29,9 +30,8 @@ def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
     Kimi-K2 tokenizers are built from their ``tiktoken.model`` without remote code.
     """
     if model_id in _KIMI_MODEL_IDS:
-        from renderers.kimi_tokenizer import load_kimi_tokenizer
-
-        return load_kimi_tokenizer(model_id, revision=revision)
+        kimi = importlib.import_module("renderers.kimi_tokenizer")
+        return kimi.load_kimi_tokenizer(model_id, revision=revision)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_id, revision=revision)
