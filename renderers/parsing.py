@@ -60,7 +60,8 @@ class Termination(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ParseIssue:
-    """A structural problem the lenient parser repaired, at token index ``position``."""
+    """A structural problem the lenient parser repaired, at ``position``: a token index
+    for token-level parsers, a character offset for text-level ones."""
 
     position: int
     message: str
