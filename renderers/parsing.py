@@ -322,6 +322,17 @@ class MarkerScanner:
         self._buf = b""
         self._offset = 0  # absolute byte offset of _buf[0] in the text stream
 
+    @property
+    def holding(self) -> bool:
+        """Whether a possible marker prefix is held back."""
+        return bool(self._buf)
+
+    def skip(self, n: int) -> None:
+        """Account for ``n`` bytes that bypassed the scanner because they cannot hold a
+        marker (only allowed while nothing is held back)."""
+        assert not self._buf, "skip() while a marker prefix is held back"
+        self._offset += n
+
     def push(self, data: bytes) -> None:
         """Append bytes of ordinary text."""
         self._buf = self._buf + data if self._buf else data

@@ -74,6 +74,12 @@ class TokenWriter:
             self._msg.append(msg)
             self._sampled.append(sampled)
 
+    def encoded(self, ids: Sequence[int], msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
+        """Text already encoded (e.g. a cached tool declaration); only valid where the text
+        stands between control tokens, so it cannot merge with neighbouring text."""
+        for token_id in ids:
+            self.control(token_id, msg, sampled)
+
     def template(self, text: str, msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
         """Constant text of the template, in which control-token spellings are control
         tokens (as the template's tokenizer call would treat them)."""

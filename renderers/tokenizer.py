@@ -65,12 +65,14 @@ def _backend(tokenizer: Any) -> Tokenizer:
     )
 
 
-def _is_byte_level(decoder: Any) -> bool:
-    if not isinstance(decoder, dict):
-        return False
-    if decoder.get("type") == "ByteLevel":
+def _is_byte_level(backend: Tokenizer) -> bool:
+    decoder = backend.decoder
+    if type(decoder).__name__ == "ByteLevel":
         return True
-    return any(_is_byte_level(d) for d in decoder.get("decoders", []) or [])
+    if decoder is None:
+        return False
+    spec = json.loads(backend.to_str()).get("decoder") or {}
+    return any(d.get("type") == "ByteLevel" for d in spec.get("decoders", []))
 
 
 class TokenTable:
@@ -85,23 +87,24 @@ class TokenTable:
 
     def __init__(self, tokenizer: Any) -> None:
         backend = _backend(tokenizer)
-        spec = json.loads(backend.to_str())
-        if not _is_byte_level(spec.get("decoder")):
+        if not _is_byte_level(backend):
             raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
-        vocab: dict[str, int] = spec["model"]["vocab"]
-        added = spec.get("added_tokens", [])
-        size = max(max(vocab.values(), default=-1), max((t["id"] for t in added), default=-1)) + 1
+        vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
+        added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
+        size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
         table: list[bytes | None] = [None] * size
         u2b = _UNICODE_TO_BYTE
         for piece, i in vocab.items():
             try:
                 table[i] = bytes([u2b[c] for c in piece])
             except KeyError:
+                if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
+                    continue
                 raise TypeError(f"token {piece!r} is not byte-level encoded") from None
         control: dict[str, int] = {}
-        for t in added:
-            table[t["id"]] = t["content"].encode("utf-8")
-            control[t["content"]] = t["id"]
+        for i, content in added.items():
+            table[i] = content.encode("utf-8")
+            control[content] = i
         self.vocab_size = size
         self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
         self.valid = [b is not None for b in table]
@@ -109,25 +112,34 @@ class TokenTable:
         self.control_tokens: dict[str, int] = control
         self.control_ids = frozenset(control.values())
         self._id_to_control = {i: s for s, i in control.items()}
-        # An encoder without added tokens: text is only ever split by the pre-tokenizer and
-        # BPE, so a user typing "<|im_end|>" gets ordinary tokens.
-        plain = dict(spec)
-        plain["added_tokens"] = []
-        plain["truncation"] = None
-        plain["padding"] = None
-        self._plain_spec = json.dumps(plain)
-        self._encoder = Tokenizer.from_str(self._plain_spec)
+        self._backend = backend
+        self._encoder_: Tokenizer | None = None
+        self._encoder_lock = threading.Lock()
         self._cache: dict[str, list[int]] = {}
+
+    @property
+    def _encoder(self) -> Tokenizer:
+        """The tokenizer without its added tokens: text is only ever split by the
+        pre-tokenizer and BPE, so a user typing ``<|im_end|>`` gets ordinary tokens.
+        Built on first use (parsing never needs it)."""
+        encoder = self._encoder_
+        if encoder is None:
+            with self._encoder_lock:
+                encoder = self._encoder_
+                if encoder is None:
+                    encoder = self._encoder_ = _without_added_tokens(self._backend)
+        return encoder
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_encoder"]
+        state["_encoder_"] = None
         state["_cache"] = {}
+        del state["_encoder_lock"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._encoder = Tokenizer.from_str(self._plain_spec)
+        self._encoder_lock = threading.Lock()
 
     def control_id(self, text: str) -> int:
         """The id of the control token spelled ``text`` (``KeyError`` if there is none)."""
@@ -171,12 +183,20 @@ class TokenTable:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
-        try:
-            data = b"".join(map(self.id_to_bytes.__getitem__, ids))
-        except (IndexError, TypeError):
-            self.check_ids(ids)
-            raise
-        return data.decode("utf-8", "replace")
+        self.check_ids(ids)
+        return b"".join(map(self.id_to_bytes.__getitem__, ids)).decode("utf-8", "replace")
+
+
+def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
+    spec = backend.to_str()
+    # Splice out the "added_tokens" array without parsing the whole (large) document.
+    key = spec.index('"added_tokens"')
+    start = spec.index("[", key)
+    _, end = json.JSONDecoder().raw_decode(spec, start)
+    plain = Tokenizer.from_str(spec[:start] + "[]" + spec[end:])
+    plain.no_truncation()
+    plain.no_padding()
+    return plain
 
 
 def _complete_utf8(b: bytes) -> str | None:
