@@ -12,6 +12,14 @@ __all__ = ["RENDERERS", "get_renderer", "renderer_names"]
 # name -> (module, class, default model id). Modules are imported on first use.
 RENDERERS: dict[str, tuple[str, str, str]] = {
     "qwen3": ("renderers.qwen3", "Qwen3Renderer", "Qwen/Qwen3-8B"),
+    "deepseek_v3": ("renderers.deepseek_v3", "DeepSeekV3Renderer", "deepseek-ai/DeepSeek-V3"),
+    "deepseek_v3.1": ("renderers.deepseek_v3", "DeepSeekV31Renderer", "deepseek-ai/DeepSeek-V3.1"),
+    "kimi_k2": ("renderers.kimi_k2", "KimiK2Renderer", "moonshotai/Kimi-K2-Instruct"),
+    "kimi_k2_thinking": (
+        "renderers.kimi_k2",
+        "KimiK2ThinkingRenderer",
+        "moonshotai/Kimi-K2-Thinking",
+    ),
 }
 
 # Model ids (lower case) that share a renderer's template without being its default.

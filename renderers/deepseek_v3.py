@@ -1,0 +1,846 @@
+"""DeepSeek-V3 (``deepseek-ai/DeepSeek-V3``) and DeepSeek-V3.1 (``deepseek-ai/DeepSeek-V3.1``).
+
+Both formats put every system message first (joined by a blank line) and then alternate
+role markers, with no newlines between turns::
+
+    <｜begin▁of▁sentence｜>{system}\\n\\n{system}<｜User｜>{user}<｜Assistant｜>{answer}<｜end▁of▁sentence｜>
+
+Sampling stops at ``<｜end▁of▁sentence｜>`` (also the end-of-sequence token). The role and
+tool markers below are single control tokens; message text is encoded as ordinary text.
+The templates ignore ``tools`` (declare tools in the system prompt yourself, as the model
+cards describe), a message's ``name`` and ``tool_call_id``.
+
+DeepSeek-V3 (renderer ``deepseek_v3``)
+--------------------------------------
+A tool-call turn and its results, as the template means them::
+
+    <｜Assistant｜>{text}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{ARGS}\\n```<｜tool▁call▁end｜>
+    \\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{ARGS}\\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>
+    <｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜>\\n<｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜><｜tool▁outputs▁end｜>{answer}<｜end▁of▁sentence｜>
+
+The answer after tool outputs has no ``<｜Assistant｜>``: the generation prompt after tool
+outputs is ``<｜tool▁outputs▁end｜>``. ``<think>`` is *not* a token of this tokenizer: the
+parser treats a completion that starts with the text ``<think>`` as DeepSeek-R1-style
+reasoning (``<think>\\n{reasoning}\\n</think>\\n\\n{answer}``; R1 shares this format and
+tokenizer). ``<think>`` anywhere else is ordinary text. Reasoning of assistant messages is
+not rendered (the template ignores it) unless ``render_thinking=True``.
+
+The official template has defects in its tool-call branch, reproduced by default
+(``fix_tool_format=False``) for token parity:
+
+- tool calls are rendered only when ``content`` is None: a message with text *and* calls
+  loses its calls, and ``content: ""`` hides them too;
+- a tool-call section with a single call is never closed (no ``<｜tool▁calls▁end｜>``, no
+  ``<｜end▁of▁sentence｜>``), while with several calls ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>``
+  follows every call after the first;
+- its "first call" flag is never reset, so every later tool-call message is written,
+  per call, as
+  ``\\n<｜tool▁call▁begin｜>...<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>``,
+  without ``<｜Assistant｜>`` or ``<｜tool▁calls▁begin｜>``; likewise only the very first tool
+  result of a conversation gets ``<｜tool▁outputs▁begin｜>`` (later ones start with ``\\n``);
+- ``<｜tool▁outputs▁end｜>`` is written only before a text answer or at the end, not before
+  a user message or another tool-call message.
+
+Training on these renderings teaches the model formats it cannot be prompted into (the
+untrained prefix before such a turn differs from the generation prompt).
+``fix_tool_format=True`` renders the format the template intends instead: every
+tool-call message is::
+
+    {header}{text}<｜tool▁calls▁begin｜>{calls,\\n-separated}<｜tool▁calls▁end｜><｜end▁of▁sentence｜>
+
+(header ``<｜Assistant｜>`` after a user message, nothing after tool outputs), and every
+group of consecutive results is ``<｜tool▁outputs▁begin｜>...<｜tool▁outputs▁end｜>``.
+This corrected form is derived from the template's own branches, not from another
+DeepSeek release.
+
+DeepSeek-V3.1 (renderer ``deepseek_v3.1``, option ``thinking``)
+-----------------------------------------------------------------
+``<think>`` and ``</think>`` are control tokens. The turn after a user message starts
+with ``<｜Assistant｜></think>`` (non-thinking) and the generation prompt is
+``<｜Assistant｜></think>``, or ``<｜Assistant｜><think>`` with ``thinking=True``: the
+completion then starts inside the reasoning, ``{reasoning}</think>{answer}``, and the
+parser starts in the thinking state. Tool calls and results::
+
+    <｜Assistant｜></think>{text}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜><｜tool▁call▁begin｜>...<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>
+    <｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜><｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜>{answer}<｜end▁of▁sentence｜>
+
+After tool outputs the template adds no ``<｜Assistant｜>`` (neither before a history answer
+nor as generation prompt, which is then empty). This is reproduced: it is consistent
+(what the prompt ends with is what the history shows), so it does not corrupt training
+data. Parse such a completion with ``thinking=False``: the prompt opened no think block.
+
+Every assistant message is rendered without its reasoning (the template drops
+``reasoning_content`` and, for a plain answer, the text up to the first ``</think>``).
+So with ``thinking=True`` the template cannot express a training target with reasoning,
+and its history turns (``<｜Assistant｜></think>{answer}``) do not extend the thinking
+generation prompt. ``keep_thinking=True`` (with ``thinking=True``) renders the *last*
+message, when it is an assistant turn right after a user message, as the model samples it
+in thinking mode, ``<｜Assistant｜><think>{reasoning}</think>{answer}<｜end▁of▁sentence｜>``.
+Every other turn stays as the template writes it, so the untrained prefix is always the
+template's generation prompt; to train the reasoning of several turns, build one example
+per turn (the conversation cut after it).
+
+Parsing (both formats)
+----------------------
+Structure comes from token ids: parts in sampled order (reasoning, text, calls, and
+again), several tool-call sections, text between and after sections kept. A call's
+arguments are kept exactly as sampled and must be valid JSON; otherwise the call is an
+``UnparsedToolCallPart`` holding the raw text between ``<｜tool▁call▁begin｜>`` and
+``<｜tool▁call▁end｜>`` (``<｜tool▁sep｜>`` spelled out) and the name when it is readable.
+Names are taken verbatim (``get-weather.v2``, ``ns.tool_3``). V3 calls need the type
+``function``; the json fence is read leniently. A token that starts another turn
+(``<｜User｜>``, ``<｜Assistant｜>``, tool outputs) ends the message as malformed; other
+markers out of place are ignored with an issue; a message that stops inside a
+tool-call section (no ``<｜tool▁calls▁end｜>``) is malformed. Cut-off reasoning, text or
+calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>`` maps
+to tokens at token granularity: a token holding both the end of the marker and the
+answer's first characters belongs to both parts' spans.
+
+Divergences from both templates, on purpose:
+
+- list-of-parts content (the templates fail on it) is rendered as its text parts joined;
+- an assistant message with text and tool calls keeps both (V3: see above), and
+  ``content: ""`` with calls is treated like ``content: None`` (our message model does
+  not tell them apart; V3's template would hide the calls);
+- V3: an assistant message with neither content nor calls is an empty answer
+  (``<｜Assistant｜><｜end▁of▁sentence｜>``, as for ``content: ""``); for ``content: None``
+  the template writes nothing at all;
+- message text that spells a control token (``<｜User｜>``, ``</think>``...) is encoded as
+  ordinary text, never as the control token;
+- assistant parts in a non-canonical order (text after a call, several sections) are
+  written in that order, each run of calls in its own section, so parsed messages
+  render back (V3 with ``fix_tool_format=True``; the V3 template's quirks only describe
+  "text, then calls").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from renderers.messages import (
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+)
+from renderers.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    MarkerScanner,
+    StreamParser,
+    ToolCallBuilder,
+)
+from renderers.rendering import Renderer, TokenWriter
+
+__all__ = [
+    "DeepSeekV3Options",
+    "DeepSeekV3Renderer",
+    "DeepSeekV31Options",
+    "DeepSeekV31Renderer",
+]
+
+BOS = "<｜begin▁of▁sentence｜>"
+EOS = "<｜end▁of▁sentence｜>"
+USER = "<｜User｜>"
+ASSISTANT = "<｜Assistant｜>"
+CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
+CALLS_END = "<｜tool▁calls▁end｜>"
+CALL_BEGIN = "<｜tool▁call▁begin｜>"
+CALL_END = "<｜tool▁call▁end｜>"
+SEP = "<｜tool▁sep｜>"
+OUTPUTS_BEGIN = "<｜tool▁outputs▁begin｜>"
+OUTPUTS_END = "<｜tool▁outputs▁end｜>"
+OUTPUT_BEGIN = "<｜tool▁output▁begin｜>"
+OUTPUT_END = "<｜tool▁output▁end｜>"
+THINK = "<think>"
+THINK_END = "</think>"
+
+_ROLES = ("system", "user", "assistant", "tool")
+_FENCE_OPEN = "```json\n"
+_FENCE_CLOSE = "\n```"
+# DeepSeek-R1-style reasoning written as text (V3, where <think> is not a token).
+_R1_OPEN = "<think>\n"
+_R1_CLOSE = "\n</think>\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class DeepSeekV3Options:
+    """Options of the DeepSeek-V3 format (the template has no kwargs)."""
+
+    fix_tool_format: bool = False
+    """False (template parity): tool calls and outputs as the template writes them, defects
+    included. True: the consistent format the template intends (see the module doc)."""
+    render_thinking: bool = False
+    """False (template): assistant reasoning is not rendered. True: it is written as text,
+    R1-style ``<think>\\n{reasoning}\\n</think>\\n\\n``, so parsed R1-style completions
+    render back."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeepSeekV31Options:
+    """Options of the DeepSeek-V3.1 format (``thinking`` is the template's kwarg)."""
+
+    thinking: bool = False
+    """True: the generation prompt opens a think block (``<｜Assistant｜><think>``) and the
+    parser starts in the thinking state. False: it ends ``<｜Assistant｜></think>``."""
+    keep_thinking: bool = False
+    """With ``thinking=True``: the last message, if it is an assistant turn right after a
+    user message, keeps its reasoning, ``<｜Assistant｜><think>{reasoning}</think>{answer}``,
+    the way the model samples it (the template drops it). No effect with
+    ``thinking=False``."""
+
+
+class _DeepSeekRenderer(Renderer):
+    """What both DeepSeek formats share: token ids, system prompt, stop token, text."""
+
+    format_name: ClassVar[str]
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        super().__init__(tokenizer, **options)
+        control = self.table.control_id
+        self.bos = control(BOS)
+        self.eos = control(EOS)
+        self.user = control(USER)
+        self.assistant = control(ASSISTANT)
+        self.calls_begin = control(CALLS_BEGIN)
+        self.calls_end = control(CALLS_END)
+        self.call_begin = control(CALL_BEGIN)
+        self.call_end = control(CALL_END)
+        self.sep = control(SEP)
+        self.outputs_begin = control(OUTPUTS_BEGIN)
+        self.outputs_end = control(OUTPUTS_END)
+        self.output_begin = control(OUTPUT_BEGIN)
+        self.output_end = control(OUTPUT_END)
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return (self.eos,)
+
+    # -- shared rendering -----------------------------------------------------------------
+
+    def _check(self, messages: list[Message]) -> None:
+        for i, m in enumerate(messages):
+            if m.role not in _ROLES:
+                raise ValueError(
+                    f"messages[{i}].role: unknown role {m.role!r} for {self.format_name} "
+                    f"(expected one of {', '.join(_ROLES)})"
+                )
+            if m.role != "assistant":
+                _plain_text(m, i, self.format_name)
+
+    def _system_prompt(self, w: TokenWriter, messages: list[Message]) -> None:
+        """``<｜begin▁of▁sentence｜>`` and every system message, joined by a blank line."""
+        w.control(self.bos)
+        first = True
+        for i, m in enumerate(messages):
+            if m.role == "system":
+                if not first:
+                    w.text("\n\n")
+                w.text(m.text, i)
+                first = False
+
+    def _raw_call(self, w: TokenWriter, i: int, raw: str) -> None:
+        """An unparsed call's raw text; its ``<｜tool▁sep｜>`` markers become the token."""
+        for k, piece in enumerate(raw.split(SEP)):
+            if k:
+                w.control(self.sep, i, True)
+            w.text(piece, i, True)
+
+    def _tool_output(self, w: TokenWriter, i: int, text: str) -> None:
+        w.control(self.output_begin, i)
+        w.text(text, i)
+        w.control(self.output_end, i)
+
+
+# -- DeepSeek-V3 ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _V3State:
+    """The template's namespace flags (``is_first`` and ``is_output_first`` are never
+    reset by the template)."""
+
+    is_first: bool = False
+    is_output_first: bool = True
+    is_tool: bool = False
+
+
+class DeepSeekV3Renderer(_DeepSeekRenderer):
+    """Renderer and parser for DeepSeek-V3 (and R1-style completions in its format)."""
+
+    name = "deepseek_v3"
+    format_name = "deepseek_v3"
+    default_model = "deepseek-ai/DeepSeek-V3"
+    Options = DeepSeekV3Options
+
+    def _render(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: DeepSeekV3Options,
+        add_generation_prompt: bool,
+    ) -> None:
+        self._check(messages)
+        self._system_prompt(w, messages)
+        fixed = options.fix_tool_format
+        state = _V3State()
+        for i, m in enumerate(messages):
+            if m.role == "user":
+                if fixed and state.is_tool:
+                    w.control(self.outputs_end, i)
+                state.is_tool = False
+                w.control(self.user, i)
+                w.text(m.text, i)
+            elif m.role == "assistant":
+                parts = [
+                    p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
+                ]
+                has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
+                if fixed or not has_calls:
+                    # Header: <｜Assistant｜> after anything but tool outputs.
+                    w.control(self.outputs_end if state.is_tool else self.assistant, i)
+                    self._v3_body(w, i, parts)
+                else:
+                    self._v3_template_calls(w, i, parts, state)
+                state.is_tool = False
+            elif m.role == "tool":
+                if fixed:
+                    if state.is_tool:
+                        w.text("\n", i)
+                    else:
+                        w.control(self.outputs_begin, i)
+                elif state.is_output_first:
+                    w.control(self.outputs_begin, i)
+                    state.is_output_first = False
+                else:
+                    w.text("\n", i)
+                self._tool_output(w, i, m.text)
+                state.is_tool = True
+        if state.is_tool:
+            w.control(self.outputs_end)
+        elif add_generation_prompt:
+            w.control(self.assistant)
+
+    def _v3_body(self, w: TokenWriter, i: int, parts: list[Part]) -> None:
+        """Parts in order, each run of calls in its own section, then the stop token."""
+        in_section = False
+        for part in parts:
+            if type(part) is TextPart or type(part) is ThinkingPart:
+                if not part.text and type(part) is TextPart:
+                    continue
+                if in_section:
+                    w.control(self.calls_end, i, True)
+                    in_section = False
+                if type(part) is ThinkingPart:
+                    w.text(_R1_OPEN + part.text + _R1_CLOSE, i, True)
+                else:
+                    w.text(part.text, i, True)
+            else:
+                if in_section:
+                    w.text("\n", i, True)
+                else:
+                    w.control(self.calls_begin, i, True)
+                    in_section = True
+                self._v3_call(w, i, part)
+        if in_section:
+            w.control(self.calls_end, i, True)
+        w.control(self.eos, i, True)
+
+    def _v3_template_calls(
+        self, w: TokenWriter, i: int, parts: list[Part], state: _V3State
+    ) -> None:
+        """The template's tool-call branch, defects included (text and reasoning first)."""
+        if not state.is_first:
+            w.control(self.assistant, i)
+        for part in parts:
+            if type(part) is ThinkingPart:
+                w.text(_R1_OPEN + part.text + _R1_CLOSE, i, True)
+        for part in parts:
+            if type(part) is TextPart:
+                w.text(part.text, i, True)
+        for part in parts:
+            if type(part) is TextPart or type(part) is ThinkingPart:
+                continue
+            if not state.is_first:
+                w.control(self.calls_begin, i, True)
+                self._v3_call(w, i, part)
+                state.is_first = True
+            else:
+                w.text("\n", i, True)
+                self._v3_call(w, i, part)
+                w.control(self.calls_end, i, True)
+                w.control(self.eos, i, True)
+
+    def _v3_call(self, w: TokenWriter, i: int, part: Part) -> None:
+        w.control(self.call_begin, i, True)
+        if type(part) is ToolCallPart:
+            w.text("function", i, True)
+            w.control(self.sep, i, True)
+            w.text(part.name + "\n" + _FENCE_OPEN + part.arguments + _FENCE_CLOSE, i, True)
+        else:
+            assert type(part) is UnparsedToolCallPart
+            self._raw_call(w, i, part.raw)
+        w.control(self.call_end, i, True)
+
+    def _new_parser(self, options: DeepSeekV3Options, events: bool) -> StreamParser:
+        return _V3Parser(self, events)
+
+
+# -- DeepSeek-V3.1 --------------------------------------------------------------------------
+
+
+class DeepSeekV31Renderer(_DeepSeekRenderer):
+    """Renderer and parser for DeepSeek-V3.1 (thinking and non-thinking modes)."""
+
+    name = "deepseek_v3.1"
+    format_name = "deepseek_v3.1"
+    default_model = "deepseek-ai/DeepSeek-V3.1"
+    Options = DeepSeekV31Options
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        super().__init__(tokenizer, **options)
+        self.think = self.table.control_id(THINK)
+        self.think_end = self.table.control_id(THINK_END)
+
+    def _render(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: DeepSeekV31Options,
+        add_generation_prompt: bool,
+    ) -> None:
+        self._check(messages)
+        self._system_prompt(w, messages)
+        is_tool = False
+        is_last_user = False
+        for i, m in enumerate(messages):
+            if m.role == "user":
+                is_tool = False
+                is_last_user = True
+                w.control(self.user, i)
+                w.text(m.text, i)
+            elif m.role == "assistant":
+                parts = list(m.parts)
+                has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
+                if not has_calls and not is_tool:
+                    parts = _split_inline_reasoning(parts)
+                keep = (
+                    options.thinking
+                    and options.keep_thinking
+                    and is_last_user
+                    and i == len(messages) - 1
+                )
+                if is_last_user:
+                    w.control(self.assistant, i)
+                    w.control(self.think if keep else self.think_end, i)
+                self._v31_body(w, i, parts, keep)
+                is_last_user = False
+                is_tool = False
+            elif m.role == "tool":
+                is_last_user = False
+                is_tool = True
+                self._tool_output(w, i, m.text)
+        if add_generation_prompt and is_last_user and not is_tool:
+            w.control(self.assistant)
+            w.control(self.think if options.thinking else self.think_end)
+
+    def _v31_body(self, w: TokenWriter, i: int, parts: list[Part], keep: bool) -> None:
+        """Parts in order (reasoning only when ``keep``), each run of calls in its own
+        section, then the stop token. With ``keep`` the header opened a think block."""
+        if keep:
+            if parts and type(parts[0]) is ThinkingPart:
+                w.text(parts[0].text, i, True)
+                parts = parts[1:]
+            w.control(self.think_end, i, True)
+        in_section = False
+        for part in parts:
+            if type(part) is TextPart or type(part) is ThinkingPart:
+                if type(part) is ThinkingPart and not keep:
+                    continue
+                if not part.text and type(part) is TextPart:
+                    continue
+                if in_section:
+                    w.control(self.calls_end, i, True)
+                    in_section = False
+                if type(part) is ThinkingPart:
+                    w.control(self.think, i, True)
+                    w.text(part.text, i, True)
+                    w.control(self.think_end, i, True)
+                else:
+                    w.text(part.text, i, True)
+                continue
+            if not in_section:
+                w.control(self.calls_begin, i, True)
+                in_section = True
+            w.control(self.call_begin, i, True)
+            if type(part) is ToolCallPart:
+                w.text(part.name, i, True)
+                w.control(self.sep, i, True)
+                w.text(part.arguments, i, True)
+            else:
+                assert type(part) is UnparsedToolCallPart
+                self._raw_call(w, i, part.raw)
+            w.control(self.call_end, i, True)
+        if in_section:
+            w.control(self.calls_end, i, True)
+        w.control(self.eos, i, True)
+
+    def _new_parser(self, options: DeepSeekV31Options, events: bool) -> StreamParser:
+        return _V31Parser(self, events, thinking=options.thinking)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _plain_text(m: Message, i: int, format_name: str) -> str:
+    """The text of a non-assistant message (text parts joined)."""
+    if not isinstance(m.content, str):
+        for k, p in enumerate(m.content):
+            if type(p) is not TextPart:
+                raise ValueError(
+                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
+                    f"{format_name}, got {type(p).__name__}"
+                )
+    return m.text
+
+
+def _split_inline_reasoning(parts: list[Part]) -> list[Part]:
+    """V3.1's template drops a plain answer's text up to its first ``</think>`` (reasoning
+    written inline). That text becomes the reasoning unless the message has its own."""
+    text = "".join(p.text for p in parts if type(p) is TextPart)
+    if THINK_END not in text:
+        return parts
+    before, after = text.split(THINK_END, 1)
+    thinking: list[Part] = [p for p in parts if type(p) is ThinkingPart]
+    if not thinking:
+        thinking = [ThinkingPart(before.removeprefix(THINK))]
+    return [*thinking, *([TextPart(after)] if after else [])]
+
+
+# -- parsing --------------------------------------------------------------------------------
+
+
+def _v31_tool_call(segments: list[str], incomplete: bool) -> Part:
+    """``NAME<｜tool▁sep｜>{ARGS}`` -> a tool call (arguments kept exactly as sampled)."""
+    raw = SEP.join(segments)
+    name = segments[0] if len(segments) > 1 and segments[0] else None
+    if incomplete:
+        return UnparsedToolCallPart(raw, f"cut off before {CALL_END}", name=name, incomplete=True)
+    if len(segments) != 2:
+        return UnparsedToolCallPart(
+            raw, f"expected NAME{SEP}ARGUMENTS, got {len(segments) - 1} separators", name=name
+        )
+    if name is None:
+        return UnparsedToolCallPart(raw, "empty tool name")
+    arguments = segments[1]
+    try:
+        json.loads(arguments)
+    except ValueError as exc:
+        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+    return ToolCallPart(name, arguments)
+
+
+def _unfence(body: str) -> str:
+    """The JSON inside V3's fenced block; lenient about the fence's whitespace."""
+    if body.startswith(_FENCE_OPEN) and body.endswith(_FENCE_CLOSE):
+        return body[len(_FENCE_OPEN) : -len(_FENCE_CLOSE)]
+    s = body.strip()
+    if s.startswith("```"):
+        newline = s.find("\n")
+        s = s[newline + 1 :] if newline != -1 else ""
+        if s.endswith("```"):
+            s = s[:-3]
+    return s.strip()
+
+
+def _v3_tool_call(segments: list[str], incomplete: bool) -> Part:
+    """``function<｜tool▁sep｜>NAME\\n```json\\n{ARGS}\\n``` `` -> a tool call."""
+    raw = SEP.join(segments)
+    rest = segments[1] if len(segments) > 1 else ""
+    name = rest.split("\n", 1)[0] if "\n" in rest else None
+    if incomplete:
+        return UnparsedToolCallPart(raw, f"cut off before {CALL_END}", name=name, incomplete=True)
+    if len(segments) != 2:
+        return UnparsedToolCallPart(
+            raw, f"expected TYPE{SEP}NAME, got {len(segments) - 1} separators", name=name
+        )
+    if name is None:
+        return UnparsedToolCallPart(raw, "no newline after the tool name")
+    if segments[0] != "function":
+        return UnparsedToolCallPart(raw, f"unknown tool type {segments[0]!r}", name=name or None)
+    if not name:
+        return UnparsedToolCallPart(raw, "empty tool name")
+    arguments = _unfence(rest.split("\n", 1)[1])
+    try:
+        json.loads(arguments)
+    except ValueError as exc:
+        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+    return ToolCallPart(name, arguments)
+
+
+class _DeepSeekParser(StreamParser):
+    """Text, think blocks (V3.1 tokens) and tool-call sections, in any order.
+
+    Tokens that begin another turn (``<｜User｜>``, ``<｜Assistant｜>``, tool outputs) end the
+    message as malformed; a control token out of place is ignored with an issue (as in
+    Qwen3: its text is not content).
+    """
+
+    def __init__(
+        self,
+        r: _DeepSeekRenderer,
+        events: bool,
+        *,
+        extra: tuple[int, ...],
+        build: ToolCallBuilder,
+        call_separator: str,
+        byte_offsets: bool = False,
+    ) -> None:
+        ends_turn = (
+            r.bos,
+            r.user,
+            r.assistant,
+            r.outputs_begin,
+            r.outputs_end,
+            r.output_begin,
+            r.output_end,
+        )
+        super().__init__(
+            r.table,
+            structural=(
+                r.calls_begin,
+                r.calls_end,
+                r.call_begin,
+                r.call_end,
+                r.sep,
+                *ends_turn,
+                *extra,
+            ),
+            stop_ids=(r.eos,),
+            events=events,
+            byte_offsets=byte_offsets,
+        )
+        self._r = r
+        self._ends_turn = frozenset(ends_turn)
+        self._build = build
+        self._call_separator = call_separator
+        self._in_section = False
+        self._on_text = self.asm.write  # type: ignore[method-assign]
+
+    def _drain(self) -> None:
+        """Release text a format holds back (called before any token or the end)."""
+
+    def _unexpected(self, token_id: int, pos: int) -> None:
+        text = self._table.control_text(token_id) or ""
+        self._issue(pos, f"unexpected {text} (ignored)")
+
+    def _close_call(self, pos: int, why: str) -> None:
+        self._issue(pos, why)
+        self.asm.close(pos, incomplete=True, build=self._build)
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        self._drain()
+        r = self._r
+        asm = self.asm
+        kind = asm.kind
+        if token_id == r.calls_begin:
+            if kind == TOOL_CALL:
+                self._close_call(pos, f"{CALLS_BEGIN} inside a tool call (the call is cut there)")
+            elif self._in_section:
+                self._unexpected(token_id, pos)
+                return
+            else:
+                if kind == THINKING:
+                    self._issue(pos, f"{CALLS_BEGIN} inside an open think block")
+                asm.close(pos)
+            self._in_section = True
+            asm.open(TEXT, pos + 1)
+        elif token_id == r.call_begin:
+            if kind == TOOL_CALL:
+                self._close_call(pos, f"{CALL_BEGIN} inside a tool call (the call is cut there)")
+            else:
+                if not self._in_section:
+                    self._issue(pos, f"{CALL_BEGIN} outside a tool-call section")
+                asm.close(pos)
+            self._in_section = True
+            asm.open(TOOL_CALL, pos)
+        elif token_id == r.sep:
+            if kind == TOOL_CALL:
+                asm.next_segment()
+            else:
+                self._unexpected(token_id, pos)
+        elif token_id == r.call_end:
+            if kind != TOOL_CALL:
+                self._unexpected(token_id, pos)
+                return
+            asm.close(pos + 1, build=self._build)
+            asm.open(TEXT, pos + 1, strip_prefix=self._call_separator)
+        elif token_id == r.calls_end:
+            if not self._in_section:
+                self._unexpected(token_id, pos)
+                return
+            if kind == TOOL_CALL:
+                self._close_call(pos, f"{CALLS_END} inside a tool call (the call is cut there)")
+            else:
+                asm.close(pos)
+            self._in_section = False
+            asm.open(TEXT, pos + 1)
+        elif token_id in self._ends_turn:
+            name = self._table.control_text(token_id)
+            self._issue(pos, f"{name} before {EOS}: the message ends here")
+            self._end_message(pos)
+        else:
+            self._on_think_token(token_id, pos)
+
+    def _on_think_token(self, token_id: int, pos: int) -> None:
+        self._unexpected(token_id, pos)
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        self._drain()
+        asm = self.asm
+        kind = asm.kind
+        if stopped:
+            if kind == THINKING:
+                self._issue(pos, "the message ended inside an open think block")
+            elif kind == TOOL_CALL:
+                self._issue(pos, f"the message ended inside a tool call (no {CALL_END})")
+            elif self._in_section:
+                self._issue(pos, f"the message ended inside a tool-call section (no {CALLS_END})")
+        asm.close(pos, incomplete=not stopped or kind == TOOL_CALL, build=self._build)
+
+
+class _V31Parser(_DeepSeekParser):
+    """DeepSeek-V3.1: ``<think>``/``</think>`` are tokens; in thinking mode the completion
+    starts inside the reasoning."""
+
+    def __init__(self, r: DeepSeekV31Renderer, events: bool, *, thinking: bool) -> None:
+        super().__init__(
+            r,
+            events,
+            extra=(r.think, r.think_end),
+            build=_v31_tool_call,
+            call_separator="",
+        )
+        self._think = r.think
+        self._think_end = r.think_end
+        if thinking:
+            self.asm.open(THINKING, 0, explicit=True)
+        else:
+            self.asm.open(TEXT, 0)
+
+    def _on_think_token(self, token_id: int, pos: int) -> None:
+        asm = self.asm
+        kind = asm.kind
+        if token_id == self._think:
+            if kind == THINKING:
+                self._unexpected(token_id, pos)
+                return
+            if kind == TOOL_CALL:
+                self._close_call(pos, f"{THINK} inside a tool call (the call is cut there)")
+            else:
+                if self._in_section:
+                    self._issue(pos, f"{THINK} inside a tool-call section")
+                asm.close(pos)
+            self._in_section = False
+            asm.open(THINKING, pos, explicit=True)
+        else:  # </think>
+            if kind != THINKING:
+                self._unexpected(token_id, pos)
+                return
+            asm.close(pos + 1)
+            asm.open(TEXT, pos + 1)
+
+
+_START, _THINK_PHASE, _TEXT_PHASE = 0, 1, 2
+_THINK_BYTES = THINK.encode()
+_THINK_END_BYTES = THINK_END.encode()
+
+
+class _V3Parser(_DeepSeekParser):
+    """DeepSeek-V3: ``<think>`` is text, recognised only at the very start of the
+    completion (R1-style reasoning); ``</think>`` is then found by a text-level matcher."""
+
+    def __init__(self, r: DeepSeekV3Renderer, events: bool) -> None:
+        super().__init__(
+            r,
+            events,
+            extra=(),
+            build=_v3_tool_call,
+            call_separator="\n",
+            byte_offsets=True,
+        )
+        self._ignored_in_thinking = frozenset((r.sep, r.call_end, r.calls_end))
+        self._phase = _START
+        self._head = b""
+        self._scanner = MarkerScanner()
+        self.asm.open(TEXT, 0)
+
+    def _on_bytes(self, data: bytes) -> None:
+        if self._phase == _TEXT_PHASE:
+            self._decode(data)
+            return
+        if self._phase == _START:
+            head = self._head + data
+            if not (_THINK_BYTES.startswith(head) or head.startswith(_THINK_BYTES)):
+                self._phase = _TEXT_PHASE
+                self._head = b""
+                self._decode(head)
+                return
+            if len(head) < len(_THINK_BYTES):
+                self._head = head
+                return
+            self._head = b""
+            self._phase = _THINK_PHASE
+            self.asm.close(0)
+            self.asm.open(THINKING, 0, strip_prefix="\n", holdback="\n", explicit=True)
+            self._scanner.push(head)
+            self._scanner.next((_THINK_BYTES,))  # consume the opening marker
+            data = b""
+        scanner = self._scanner
+        if data:
+            scanner.push(data)
+        text, marker, end = scanner.next((_THINK_END_BYTES,))
+        if text:
+            self._decode(text)
+        if marker is None:
+            return
+        self._flush_pending()
+        last = self._token_at_byte(end - 1)
+        assert self._byte_ends is not None
+        start = last + 1 if self._byte_ends[last] == end else last
+        self.asm.close(last + 1, strip_suffix="\n")
+        self.asm.open(TEXT, start, strip_prefix="\n\n")
+        self._phase = _TEXT_PHASE
+        rest = scanner.flush()
+        if rest:
+            self._decode(rest)
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        if self._phase == _THINK_PHASE and token_id in self._ignored_in_thinking:
+            # Out of place inside the reasoning: ignored, and a later </think> still counts.
+            rest = self._scanner.flush()
+            if rest:
+                self._decode(rest)
+            self._unexpected(token_id, pos)
+            return
+        super()._on_token(token_id, pos)
+
+    def _drain(self) -> None:
+        if self._phase == _START:
+            head, self._head = self._head, b""
+            self._phase = _TEXT_PHASE
+            if head:
+                self._decode(head)
+        elif self._phase == _THINK_PHASE:
+            self._phase = _TEXT_PHASE
+            rest = self._scanner.flush()
+            if rest:
+                self._decode(rest)
