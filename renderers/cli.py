@@ -7,9 +7,15 @@ on success, 1 on failure, 2 on usage errors.
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
+import importlib
+import itertools
+import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from renderers.messages import Message, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
@@ -118,6 +124,217 @@ def _print_message(message: Message, style: _Style, out: TextIO) -> None:
             print(style.dim(_indent(f"thinking: {len(part.text)} characters")), file=out)
 
 
+def _read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _load_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None
+
+
+def _options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--option key=value`` pairs; values are JSON when they parse as JSON."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise _UsageError(f"--option expects key=value, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+class _UsageError(Exception):
+    """A command-line usage error (exit status 2)."""
+
+
+def _render(args: argparse.Namespace, out: TextIO) -> int:
+    data = _load_json(_read_text(args.conversation), "the conversation")
+    tools = None
+    if isinstance(data, dict):
+        tools = data.get("tools")
+        data = data.get("messages")
+    if not isinstance(data, list):
+        raise ValueError(
+            "the conversation must be a JSON list of messages or "
+            '{"messages": [...], "tools": [...]}'
+        )
+    if args.tools:
+        tools = _load_json(_read_text(args.tools), "the tools file")
+    renderer = get_renderer(args.model)
+    options = _options(args.option)
+    if args.supervised:
+        example = renderer.build_supervised_example(
+            data, tools=tools, train_on=args.train_on, **options
+        )
+        ids = example.tokens.tolist()
+        if args.text:
+            out.write(renderer.decode(ids))
+        else:
+            json.dump({"tokens": ids, "weights": example.weights.tolist()}, out)
+            out.write("\n")
+        return 0
+    ids = renderer.build_generation_prompt(data, tools=tools, **options)
+    if args.text:
+        out.write(renderer.decode(ids))
+    else:
+        json.dump(ids, out)
+        out.write("\n")
+    return 0
+
+
+def _parse_ids(text: str) -> list[int]:
+    text = text.strip()
+    if text.startswith("["):
+        ids = _load_json(text, "the token ids")
+        if not isinstance(ids, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in ids
+        ):
+            raise ValueError("the token ids must be a JSON list of integers")
+        return ids
+    try:
+        return [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(
+            "expected token ids as a JSON list or whitespace-separated integers"
+        ) from None
+
+
+def _parse(args: argparse.Namespace, out: TextIO) -> int:
+    ids = _parse_ids(_read_text(args.input))
+    renderer = get_renderer(args.model)
+    result = renderer.parse_response(ids, **_options(args.option))
+    message = result.message.to_openai() if args.openai else result.message.to_dict()
+    report = {
+        "message": message,
+        "termination": result.termination.value,
+        "spans": [list(span) for span in result.spans],
+        "stop_token_id": result.stop_token_id,
+        "trailing_text": result.trailing_text,
+        "issues": [{"position": i.position, "message": i.message} for i in result.issues],
+    }
+    json.dump(report, out, ensure_ascii=False, indent=2 if args.pretty else None)
+    out.write("\n")
+    return 0
+
+
+class _ThinkingWriter:
+    """Shows thinking blocks to a person: numbered, indented, dimmed on a terminal."""
+
+    def __init__(self, stream: TextIO, color: bool | None) -> None:
+        self.stream = stream
+        self.style = _Style(stream, color)
+        self.blocks = 0
+        self.at_line_start = True
+
+    def start(self) -> None:
+        self.blocks += 1
+        self.stream.write(self.style(f"[thinking {self.blocks}]", "35") + "\n")
+        self.at_line_start = True
+
+    def write(self, text: str) -> None:
+        out = []
+        for line in text.splitlines(keepends=True):
+            if self.at_line_start:
+                out.append("  ")
+            out.append(line)
+            self.at_line_start = line.endswith(("\n", "\r"))
+        self.stream.write(self.style.dim("".join(out)))
+        self.stream.flush()
+
+    def end(self, part: ThinkingPart) -> None:
+        if not self.at_line_start:
+            self.stream.write("\n")
+            self.at_line_start = True
+        notes = [f"{k}={v}" for k, v in part.attributes]
+        if part.incomplete:
+            notes.append("incomplete")
+        if notes:
+            self.stream.write(self.style.dim("  (" + ", ".join(notes) + ")") + "\n")
+        self.stream.flush()
+
+
+def _stdin_chunks() -> Any:
+    """Text from stdin as it arrives (not line-buffered), UTF-8 split safely."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    fd = sys.stdin.fileno()
+    while True:
+        data = os.read(fd, 65536)
+        text = decoder.decode(data, final=not data)
+        if text:
+            yield text
+        if not data:
+            return
+
+
+def _think(args: argparse.Namespace, out: TextIO) -> int:
+    from renderers.parsing import PartFinished, PartStarted, TextDelta
+    from renderers.text import ReasoningSplitter, openai_fields
+
+    style: Any = tuple(args.tags) if args.tags else args.style
+    try:
+        splitter = ReasoningSplitter(style)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    with contextlib.ExitStack() as stack:
+        if args.thinking_file:
+            sink: TextIO = stack.enter_context(open(args.thinking_file, "w", encoding="utf-8"))
+            color: bool | None = False
+        else:
+            sink, color = sys.stderr, (False if args.no_color else None)
+        shown = _ThinkingWriter(sink, color)
+        kinds: dict[int, str] = {}
+        for chunk in itertools.chain(_stdin_chunks(), [None]):
+            events = splitter.finish() if chunk is None else splitter.feed(chunk)
+            if args.json:
+                continue
+            for event in events:
+                if isinstance(event, PartStarted):
+                    kinds[event.index] = event.kind
+                    if event.kind == "thinking":
+                        shown.start()
+                elif isinstance(event, TextDelta):
+                    if kinds[event.index] == "thinking":
+                        shown.write(event.text)
+                    else:
+                        out.write(event.text)
+                        out.flush()
+                elif isinstance(event, PartFinished) and isinstance(event.part, ThinkingPart):
+                    shown.end(event.part)
+    if args.json:
+        json.dump(openai_fields(splitter.parts), out, ensure_ascii=False)
+        out.write("\n")
+    for issue in splitter.issues:
+        note = f"{issue.message} (character {issue.position})"
+        print(f"renderers think: note: {note}", file=sys.stderr)
+    return 0
+
+
+def _bench(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the benchmark suite of a source checkout (``python -m benchmarks``)."""
+    try:
+        bench = importlib.import_module("benchmarks.__main__")
+    except ImportError:
+        root = Path(__file__).resolve().parents[1]
+        if not (root / "benchmarks" / "__main__.py").exists():
+            raise ValueError(
+                "the benchmarks live in the source checkout; run this from an editable "
+                "install (pip install -e .) or use: python -m benchmarks"
+            ) from None
+        sys.path.insert(0, str(root))
+        bench = importlib.import_module("benchmarks.__main__")
+    bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
+    status: int = bench.main(bench_args)
+    return status
+
+
 def _parser() -> argparse.ArgumentParser:
     models = ", ".join(f"{name} ({model})" for name, (_, _, model) in sorted(RENDERERS.items()))
     parser = argparse.ArgumentParser(
@@ -136,6 +353,95 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default="Qwen/Qwen3-8B", help="renderer name or model id")
     demo.add_argument("--no-color", action="store_true", help="never colour the output")
     demo.set_defaults(run=_demo)
+
+    render = sub.add_parser(
+        "render",
+        help="render a conversation to token ids (or text)",
+        description="Render a conversation (a JSON list of OpenAI-style messages, or an "
+        'object {"messages": [...], "tools": [...]}) with the official format of MODEL and '
+        "print the token ids of the generation prompt as a JSON list. Use - to read stdin.",
+    )
+    render.add_argument("conversation", help="JSON file with the conversation, or - for stdin")
+    render.add_argument("--model", required=True, help="renderer name or model id")
+    render.add_argument("--tools", help="JSON file with a list of tool definitions")
+    render.add_argument("--text", action="store_true", help="print the rendered text, not ids")
+    render.add_argument(
+        "--supervised",
+        action="store_true",
+        help='render the whole conversation as a training example: {"tokens", "weights"}',
+    )
+    render.add_argument(
+        "--train-on",
+        default="last_assistant",
+        choices=["last_assistant", "all_assistant", "all"],
+        help="which tokens get weight 1 with --supervised (default: last_assistant)",
+    )
+    render.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a format option, e.g. enable_thinking=false (repeatable)",
+    )
+    render.set_defaults(run=_render)
+
+    parse = sub.add_parser(
+        "parse",
+        help="parse sampled token ids into a message",
+        description="Read sampled token ids (a JSON list or whitespace-separated integers) "
+        "and print the parsed message as JSON: its ordered parts, how the sample ended "
+        "(termination), the token span of each part and any structural issues.",
+    )
+    parse.add_argument("input", nargs="?", default="-", help="file with token ids (default: stdin)")
+    parse.add_argument("--model", required=True, help="renderer name or model id")
+    parse.add_argument(
+        "--openai", action="store_true", help="print the message in the OpenAI chat shape"
+    )
+    parse.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    parse.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a format option"
+    )
+    parse.set_defaults(run=_parse)
+
+    from renderers.text import STYLES
+
+    think = sub.add_parser(
+        "think",
+        help="split inline reasoning from text on stdin",
+        description="Read text on stdin as it arrives and split the reasoning written inline "
+        "(<think>...</think>, <thinking ...>, ◁think▷...◁/think▷, ...) from the content. Clean "
+        "content goes to stdout as soon as it is known; thinking is shown on stderr (numbered, "
+        "indented, coloured on a terminal) or written to --thinking-file. With --json, one "
+        'JSON object {"content": ..., "reasoning_content": ...} is printed at the end.',
+        epilog="example: my-llm-client 'question' | renderers think > answer.txt",
+    )
+    think.add_argument(
+        "--style",
+        default="auto",
+        choices=sorted(STYLES),
+        help="tag style (default: auto = <think>, <thinking> and ◁think▷ blocks; use forced "
+        "when the text starts inside reasoning and only </think> appears)",
+    )
+    think.add_argument(
+        "--tags",
+        nargs=2,
+        metavar=("OPEN", "CLOSE"),
+        help="a custom pair of tags instead of --style",
+    )
+    think.add_argument("--thinking-file", metavar="PATH", help="write thinking here, not to stderr")
+    think.add_argument("--json", action="store_true", help="print OpenAI-style JSON at the end")
+    think.add_argument("--no-color", action="store_true", help="never colour the thinking")
+    think.set_defaults(run=_think)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run the benchmark suite (python -m benchmarks)",
+        description="Run the benchmark suite of the source checkout; arguments are passed "
+        "on, e.g. renderers bench --output bench-results --quick. See python -m benchmarks -h.",
+        add_help=False,
+    )
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(run=_bench)
     return parser
 
 
@@ -143,10 +449,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``renderers`` console script."""
     # transformers prints advice about PyTorch on import; this tool never needs PyTorch.
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        # Everything after "bench" belongs to the benchmark's own parser (incl. --help).
+        argv = ["bench", "--", *argv[1:]]
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         status: int = args.run(args, sys.stdout)
+    except _UsageError as exc:
+        parser.error(str(exc))  # exits with status 2
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error for a Unix filter.
         devnull = os.open(os.devnull, os.O_WRONLY)

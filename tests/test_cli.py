@@ -1,0 +1,205 @@
+"""The ``renderers`` command line, run as a real subprocess on real input."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from renderers import get_renderer
+from tests.conftest import tokenizer_for
+
+CLI = [sys.executable, "-m", "renderers.cli"]
+
+
+def run(
+    *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, text=True, timeout=300, env=os.environ
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def qwen3() -> Any:
+    return get_renderer("qwen3", tokenizer_for("Qwen/Qwen3-8B"))
+
+
+def test_demo_shows_prompt_and_parsed_parts() -> None:
+    out = run("demo", "--model", "Qwen/Qwen3-8B").stdout
+    assert "Prompt for Qwen/Qwen3-8B" in out and " tokens" in out
+    assert "Thinking (shown to a person" in out
+    assert "tool call: get_weather" in out
+    assert "termination: stop" in out
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_render_prints_the_generation_prompt_ids(qwen3: Any, tmp_path: Path) -> None:
+    conversation = [{"role": "user", "content": "Hi <|im_end|> there"}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(conversation))
+    out = run("render", "--model", "qwen3", str(path)).stdout
+    assert json.loads(out) == qwen3.build_generation_prompt(conversation)
+    text = run("render", "--model", "qwen3", "--text", "-", stdin=json.dumps(conversation)).stdout
+    assert text == qwen3.decode(qwen3.build_generation_prompt(conversation))
+
+
+def test_render_supervised_with_options_and_tools(qwen3: Any, tmp_path: Path) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    conversation = {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}],
+        "tools": tools,
+    }
+    out = run(
+        "render",
+        "--model",
+        "qwen3",
+        "--supervised",
+        "--option",
+        "enable_thinking=false",
+        "-",
+        stdin=json.dumps(conversation),
+    ).stdout
+    data = json.loads(out)
+    expected = qwen3.build_supervised_example(
+        conversation["messages"], tools=tools, enable_thinking=False
+    )
+    assert data["tokens"] == expected.tokens.tolist()
+    assert data["weights"] == expected.weights.tolist()
+
+
+def test_parse_reads_ids_on_stdin(qwen3: Any) -> None:
+    table = qwen3.table
+    ids = [
+        qwen3.think,
+        *table.encode("\nhmm\n"),
+        qwen3.think_end,
+        *table.encode("\n\nHello"),
+        qwen3.im_end,
+    ]
+    out = json.loads(run("parse", "--model", "Qwen/Qwen3-8B", stdin=json.dumps(ids)).stdout)
+    assert out["message"]["content"] == [
+        {"type": "thinking", "text": "hmm"},
+        {"type": "text", "text": "Hello"},
+    ]
+    assert out["termination"] == "stop"
+    openai = json.loads(
+        run("parse", "--model", "qwen3", "--openai", stdin=" ".join(map(str, ids))).stdout
+    )
+    assert openai["message"] == {
+        "role": "assistant",
+        "content": "Hello",
+        "reasoning_content": "hmm",
+    }
+
+
+def test_parse_rejects_bad_input_with_a_clear_error() -> None:
+    proc = run("parse", "--model", "qwen3", stdin="[1, 2, -5]", check=False)
+    assert proc.returncode == 1
+    assert "token_ids[2] = -5" in proc.stderr
+    proc = run("parse", "--model", "qwen3", stdin="not ids", check=False)
+    assert proc.returncode == 1 and "token ids" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["render", "--model", "qwen3"],
+        ["parse"],
+        ["think", "--style", "nope"],
+        ["render", "--model", "qwen3", "--option", "novalue", "-"],
+        ["frobnicate"],
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(args: list[str]) -> None:
+    proc = run(*args, stdin="[]", check=False)
+    assert proc.returncode == 2
+    assert "error:" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["demo", "render", "parse", "think", "bench"])
+def test_every_command_explains_itself(command: str) -> None:
+    out = run(command, "--help").stdout
+    assert "usage:" in out and len(out) > 200
+
+
+THOUGHTFUL = "Intro. <think>Step one.\nStep two.</think>\n\nThe answer is 42.\n"
+
+
+def test_think_splits_content_and_thinking() -> None:
+    proc = run("think", "--no-color", stdin=THOUGHTFUL)
+    assert proc.stdout == "Intro. \n\nThe answer is 42.\n"
+    assert proc.stderr == "[thinking 1]\n  Step one.\n  Step two.\n"
+
+
+def test_think_json_and_thinking_file(tmp_path: Path) -> None:
+    proc = run("think", "--json", stdin=THOUGHTFUL)
+    assert json.loads(proc.stdout) == {
+        "content": "Intro. \n\nThe answer is 42.\n",
+        "reasoning_content": "Step one.\nStep two.",
+    }
+    target = tmp_path / "thinking.txt"
+    proc = run("think", "--thinking-file", str(target), stdin=THOUGHTFUL)
+    assert proc.stderr == ""
+    assert target.read_text() == "[thinking 1]\n  Step one.\n  Step two.\n"
+
+
+def test_think_styles_and_custom_tags() -> None:
+    kimi = run("think", "--no-color", stdin="◁think▷plan◁/think▷Done.").stdout
+    assert kimi == "Done."
+    forced = run(
+        "think", "--style", "forced", "--json", stdin="reasoning here</think>Answer"
+    ).stdout
+    assert json.loads(forced) == {"content": "Answer", "reasoning_content": "reasoning here"}
+    custom = run("think", "--tags", "[r]", "[/r]", stdin="[r]x[/r]Clean").stdout
+    assert custom == "Clean"
+    attributed = run(
+        "think", "--no-color", stdin='<thinking thought="hmm" thought_type="plan"/>Yes.'
+    )
+    assert attributed.stdout == "Yes."
+    assert "thought_type=plan" in attributed.stderr and "confidence=0.5" in attributed.stderr
+
+
+def test_think_streams_content_before_input_ends() -> None:
+    """Content arrives on stdout while the writer is still writing, in small chunks,
+    even when a tag is split across writes."""
+    proc = subprocess.Popen(
+        [*CLI, "think", "--no-color"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    received = b""
+
+    def read_until(expected: bytes, timeout: float = 60.0) -> None:
+        nonlocal received
+        deadline = time.monotonic() + timeout
+        while expected not in received:
+            ready, _, _ = select.select(
+                [proc.stdout], [], [], max(0.0, deadline - time.monotonic())
+            )
+            assert ready, f"no output in time; got {received!r}"
+            received += os.read(proc.stdout.fileno(), 4096)
+
+    for chunk in ["Vis", "ible ", "text. <th", "ink>hidden ", "reason", "ing</thi", "nk> More."]:
+        proc.stdin.write(chunk.encode())
+        proc.stdin.flush()
+        time.sleep(0.05)
+    read_until(b"Visible text. ")  # emitted before the input is closed
+    rest, err = proc.communicate(b" And done.\n", timeout=60)
+    received += rest
+    assert proc.returncode == 0
+    assert received.decode() == "Visible text. More. And done.\n"
+    assert err.decode() == "[thinking 1]\n  hidden reasoning\n"
