@@ -14,6 +14,10 @@ dropped before it; the last assistant turn always gets a think block (empty with
 reasoning). ``enable_thinking=False`` appends an empty think block to the generation
 prompt. Sampling stops at ``<|im_end|>``; ``<|endoftext|>`` is end-of-sequence.
 
+Like the template, an assistant message without reasoning whose text contains
+``</think>`` is read as inline reasoning (``"<think>r</think>answer"``, the convention of
+R1-style datasets): the part before ``</think>`` becomes the think block.
+
 Divergences from the template, on purpose:
 
 - list-of-parts content is rendered as its text parts joined (the template renders it

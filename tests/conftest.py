@@ -1,13 +1,35 @@
-"""Shared fixtures: real tokenizers from the hub cache (``HF_HUB_CACHE``) or the hub."""
+"""Shared fixtures: real tokenizers from the hub cache (``HF_HUB_CACHE``) or the hub.
+
+Hypothesis profiles: ``ci`` (default, fast) and ``thorough`` (many more examples), chosen
+with ``HYPOTHESIS_PROFILE=thorough python -m pytest``.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import renderers
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "thorough",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @functools.cache
