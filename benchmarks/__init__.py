@@ -1,0 +1,1 @@
+"""Throughput and scaling benchmarks for parsing and rendering (``python -m benchmarks``)."""

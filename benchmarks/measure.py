@@ -1,0 +1,61 @@
+"""Timing and memory measurement: medians of repeated runs after warm-up."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+
+def median_seconds(
+    fn: Callable[[], Any], *, repeats: int = 7, warmup: int = 2, min_total: float = 0.3
+) -> float:
+    """Median wall time of ``fn()`` over at least ``repeats`` runs (more for fast functions,
+    until ``min_total`` seconds were measured), after ``warmup`` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    total = 0.0
+    gc.collect()
+    while len(times) < repeats or (total < min_total and len(times) < 200):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        times.append(elapsed)
+        total += elapsed
+    return statistics.median(times)
+
+
+def peak_memory_bytes(fn: Callable[[], Any]) -> int:
+    """Peak memory allocated by Python while ``fn()`` runs (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+class Progress:
+    """One line per step on stderr, so a long run shows where it is."""
+
+    def __init__(self, total: int, quiet: bool = False) -> None:
+        self.total = total
+        self.done = 0
+        self.quiet = quiet
+        self.start = time.perf_counter()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.quiet:
+            elapsed = time.perf_counter() - self.start
+            print(
+                f"[{self.done}/{self.total} {elapsed:6.1f}s] {label}", file=sys.stderr, flush=True
+            )

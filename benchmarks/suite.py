@@ -1,0 +1,267 @@
+"""The benchmark suite: parsing, streaming, scaling, rendering and memory, each measured
+against a baseline timed in the same run (the tokenizer's own decode, the official chat
+template through ``apply_chat_template``, or a peer library when installed)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from benchmarks import peers
+from benchmarks.measure import Progress, median_seconds, peak_memory_bytes
+from benchmarks.workloads import TOOLS, completions, ten_turn_conversation
+from renderers import Renderer, get_renderer
+from renderers.registry import RENDERERS
+
+
+@dataclass
+class Row:
+    """One measured quantity with its baseline from the same run."""
+
+    model: str
+    measure: str
+    tokens: int
+    seconds: float
+    baseline: str = ""
+    baseline_seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.baseline_seconds:
+            return None
+        return self.seconds / self.baseline_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ratio"] = self.ratio
+        return out
+
+
+@dataclass
+class Config:
+    models: list[str]
+    lengths: list[int]
+    feeds: list[int]
+    repeats: int
+    memory_tokens: int
+    quiet: bool = False
+    today: str = field(default_factory=lambda: _dt.date.today().isoformat())
+
+
+def _template_ids(
+    renderer: Renderer, messages: list[dict[str, Any]], gen: bool
+) -> list[int] | None:
+    """The official template's ids via ``apply_chat_template(tokenize=True)``; ``None`` when
+    the tokenizer has no usable template."""
+    tok = renderer.tokenizer
+    kwargs: dict[str, Any] = {}
+    try:
+        out = tok.apply_chat_template(
+            messages, tools=TOOLS, tokenize=True, add_generation_prompt=gen, **kwargs
+        )
+    except Exception:
+        return None
+    ids = out["input_ids"] if hasattr(out, "keys") else out
+    return list(ids)
+
+
+def run(config: Config) -> list[Row]:
+    rows: list[Row] = []
+    steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 3)
+    progress = Progress(steps, config.quiet)
+    for name in config.models:
+        renderer = get_renderer(name, **_bench_options(name, config))
+        decode = renderer.tokenizer.decode
+        parse_by_length: dict[int, float] = {}
+        stream_by_length: dict[int, float] = {}
+        for n in config.lengths:
+            workload = completions(renderer, n)
+            complete = workload[0].ids
+            progress.step(f"{name}: parse {len(complete)} tokens")
+            for completion in workload:
+                ids = completion.ids
+                expected_text = decode(ids)
+                assert expected_text  # the baseline works on these ids
+                t_parse = median_seconds(
+                    functools.partial(renderer.parse_response, ids), repeats=config.repeats
+                )
+                t_decode = median_seconds(functools.partial(decode, ids), repeats=config.repeats)
+                result = renderer.parse_response(ids)
+                rows.append(
+                    Row(
+                        name,
+                        f"parse_response ({completion.kind})",
+                        len(ids),
+                        t_parse,
+                        "tokenizer.decode",
+                        t_decode,
+                        {
+                            "termination": result.termination.value,
+                            "parts": len(result.message.parts),
+                        },
+                    )
+                )
+                if completion.kind == "complete":
+                    parse_by_length[n] = t_parse
+            progress.step(f"{name}: peers at {len(complete)} tokens")
+            for peer_row in peers.parse_rows(renderer, complete, config.repeats):
+                rows.append(peer_row)
+            for feed in config.feeds:
+                progress.step(f"{name}: stream {len(complete)} tokens, {feed}-token feeds")
+                t_stream = _stream_seconds(renderer, complete, feed, config.repeats)
+                rows.append(
+                    Row(
+                        name,
+                        f"stream, {feed}-token feeds",
+                        len(complete),
+                        t_stream,
+                        "tokenizer.decode",
+                        median_seconds(functools.partial(decode, complete), repeats=config.repeats),
+                        {"us_per_token": t_stream / len(complete) * 1e6},
+                    )
+                )
+                if feed == 1:
+                    stream_by_length[n] = t_stream
+        if len(config.lengths) >= 2:
+            small, large = sorted(config.lengths)[-2:]
+            for label, by_length in (
+                ("stream, 1-token feeds", stream_by_length),
+                ("parse_response", parse_by_length),
+            ):
+                if small in by_length and large in by_length:
+                    rows.append(
+                        Row(
+                            name,
+                            f"scaling {large // 1000}k / {small // 1000}k ({label})",
+                            large,
+                            by_length[large],
+                            f"{small // 1000}k",
+                            by_length[small],
+                            {"length_ratio": large / small},
+                        )
+                    )
+        progress.step(f"{name}: rendering a 10-turn conversation with tools")
+        rows += _render_rows(renderer, config)
+        progress.step(f"{name}: peak memory at {config.memory_tokens} tokens")
+        rows += _memory_rows(renderer, config)
+        progress.step(f"{name}: done")
+    return rows
+
+
+def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int) -> float:
+    """Median time to stream ``ids`` through a new parser in ``feed``-token chunks."""
+    chunks = [ids[k : k + feed] for k in range(0, len(ids), feed)]
+
+    def stream() -> None:
+        parser = renderer.stream_parser()
+        feed_ = parser.feed
+        for chunk in chunks:
+            feed_(chunk)
+        parser.finish()
+
+    return median_seconds(stream, repeats=max(3, repeats // 2), min_total=0.0)
+
+
+def _bench_options(name: str, config: Config) -> dict[str, Any]:
+    if name == "gpt_oss":
+        return {"date": config.today}
+    return {}
+
+
+def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
+    messages = ten_turn_conversation()
+    rows = []
+    prompt_messages = messages[:-1]
+    for label, gen, fn in (
+        (
+            "build_generation_prompt",
+            True,
+            lambda: renderer.build_generation_prompt(prompt_messages, tools=TOOLS),
+        ),
+        (
+            "build_supervised_example",
+            False,
+            lambda: renderer.build_supervised_example(messages, tools=TOOLS),
+        ),
+    ):
+        target = prompt_messages if gen else messages
+        expected = _template_ids(renderer, target, gen)
+        ours = fn()
+        ours_ids = ours.tokens.tolist() if hasattr(ours, "tokens") else list(ours)
+        identical = expected == ours_ids if expected is not None else None
+        t_ours = median_seconds(fn, repeats=config.repeats)
+        t_template = (
+            median_seconds(
+                functools.partial(_template_ids, renderer, target, gen), repeats=config.repeats
+            )
+            if expected is not None
+            else None
+        )
+        rows.append(
+            Row(
+                renderer.name,
+                f"{label} (10 turns, tools)",
+                len(ours_ids),
+                t_ours,
+                "apply_chat_template(tokenize=True)" if expected is not None else "",
+                t_template,
+                {"identical_tokens": identical},
+            )
+        )
+    return rows
+
+
+def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
+    ids = completions(renderer, config.memory_tokens)[0].ids
+    arr = np.asarray(ids)
+    peak = peak_memory_bytes(lambda: renderer.parse_response(arr))
+    text_bytes = len(renderer.table.decode(ids).encode("utf-8"))
+    return [
+        Row(
+            renderer.name,
+            "peak memory of parse_response (MiB)",
+            len(ids),
+            peak / 2**20,
+            "decoded text size (MiB)",
+            text_bytes / 2**20,
+            {"bytes_per_token": peak / len(ids)},
+        )
+    ]
+
+
+def machine() -> dict[str, str]:
+    """What the numbers were measured on."""
+    import platform
+
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {}
+    for module in ("renderers", "tokenizers", "transformers", "numpy"):
+        try:
+            versions[module] = __import__(module).__version__
+        except Exception:
+            versions[module] = "?"
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        **versions,
+    }
+
+
+def available_models() -> list[str]:
+    return sorted(RENDERERS)

@@ -1,0 +1,176 @@
+"""Benchmark workloads built from real token ids: completions of a given length per model
+(thinking, text, several tool calls, a long answer; also truncated and malformed ones) and
+a 10-turn conversation with tools."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from renderers import Message, Renderer, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+
+_MULTILINGUAL = (
+    "Les résultats sont cohérents — naïve café, façade. Größenordnung über Straße. "
+    "日本語のテキストも含まれます。中文文本也在这里。한국어 문장도 있습니다. "
+    "Emoji: 🎉🚀✨ — math: ∑∫√≈≠ — arrows ←→↑↓. "
+)
+
+
+@functools.cache
+def source_text() -> str:
+    """Natural-looking text with code, prose and other scripts, from the standard library
+    (present on every Python install, so the workload is reproducible anywhere)."""
+    import argparse
+    import difflib
+    import textwrap
+    from json import decoder
+
+    pieces = [inspect.getsource(m) for m in (argparse, difflib, textwrap, decoder)]
+    text = ""
+    for k, piece in enumerate(pieces):
+        text += piece + "\n" + _MULTILINGUAL * (k + 1) + "\n"
+    return text
+
+
+def _text_of_tokens(renderer: Renderer, n_tokens: int, offset: int) -> str:
+    """About ``n_tokens`` tokens of source text, starting ``offset`` tokens in."""
+    ids = _source_ids(renderer)
+    start = offset % max(1, len(ids) - 1)
+    chunk: list[int] = []
+    while len(chunk) < n_tokens:
+        take = ids[start : start + n_tokens - len(chunk)]
+        chunk += take
+        start = 0
+    return renderer.table.decode(chunk)
+
+
+@functools.cache
+def _source_ids_cached(table_id: int, renderer: Renderer) -> list[int]:
+    return renderer.table.encode(source_text())
+
+
+def _source_ids(renderer: Renderer) -> list[int]:
+    return _source_ids_cached(id(renderer.table), renderer)
+
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the documentation.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for"},
+                    "limit": {"type": "integer", "description": "How many results"},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file from the repository.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+]
+
+
+@dataclass(frozen=True)
+class Completion:
+    model: str
+    kind: str
+    ids: list[int]
+
+
+def assistant_message(renderer: Renderer, n_tokens: int, *, malformed: bool = False) -> Message:
+    """A realistic sampled turn of about ``n_tokens`` tokens: long reasoning, some text,
+    three tool calls, more reasoning and a long answer."""
+    think1 = _text_of_tokens(renderer, int(n_tokens * 0.45), 0)
+    text1 = _text_of_tokens(renderer, int(n_tokens * 0.05), 1000)
+    think2 = _text_of_tokens(renderer, int(n_tokens * 0.10), 3000)
+    answer = _text_of_tokens(renderer, int(n_tokens * 0.35), 7000)
+    calls: list[Any] = [
+        ToolCallPart("search", json.dumps({"query": f"topic {k} — ünïcode", "limit": k + 1}))
+        for k in range(3)
+    ]
+    if malformed:
+        calls[1] = UnparsedToolCallPart('{"name": "search", "arguments": {"query": oops}', "bad")
+    parts = [ThinkingPart(think1), TextPart(text1), *calls, ThinkingPart(think2), TextPart(answer)]
+    return Message("assistant", _expressible(renderer, parts))
+
+
+def _expressible(renderer: Renderer, parts: list[Any]) -> list[Any]:
+    """Keep the parts in an order the renderer's format writes back faithfully."""
+    if renderer.name.startswith("gpt_oss"):
+        # Harmony: one tool call per assistant turn; analysis then final.
+        return [p for p in parts if isinstance(p, (ThinkingPart, TextPart))]
+    return parts
+
+
+def completions(renderer: Renderer, n_tokens: int) -> list[Completion]:
+    """Complete, truncated and malformed completions of about ``n_tokens`` tokens."""
+    user = {"role": "user", "content": "Investigate the module and report."}
+    out = []
+    for kind, malformed in (("complete", False), ("malformed", True)):
+        message = assistant_message(renderer, n_tokens, malformed=malformed)
+        example = renderer.build_supervised_example([user, message], tools=TOOLS)
+        ids = example.tokens[example.weights > 0].tolist()
+        out.append(Completion(renderer.name, kind, ids))
+    complete = out[0].ids
+    out.append(Completion(renderer.name, "truncated", complete[: int(len(complete) * 0.9)]))
+    return out
+
+
+def ten_turn_conversation() -> list[dict[str, Any]]:
+    """A 10-turn conversation with tools, tool results and reasoning."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful research assistant. " * 5}
+    ]
+    for turn in range(10):
+        messages.append({"role": "user", "content": f"Question {turn}: " + _MULTILINGUAL})
+        if turn % 2 == 0:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": f"I need to search for topic {turn}.",
+                    "tool_calls": [
+                        {
+                            "id": f"call_{turn}",
+                            "type": "function",
+                            "function": {
+                                "name": "search",
+                                "arguments": {"query": f"topic {turn}", "limit": 3},
+                            },
+                        }
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": f"call_{turn}",
+                    "name": "search",
+                    "content": json.dumps({"results": [f"doc {turn}.{k}" for k in range(3)]}),
+                }
+            )
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Answer {turn}: " + "The findings are consistent. " * 8,
+                "reasoning_content": f"Summarise turn {turn}.",
+            }
+        )
+    return messages
