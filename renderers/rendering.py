@@ -10,6 +10,7 @@ tokens.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -17,11 +18,11 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from renderers.messages import Message, coerce_messages
+from renderers.messages import Message, ToolCallPart, coerce_messages
 from renderers.parsing import ParseResult, StreamParser
 from renderers.tokenizer import TokenTable, load_tokenizer, token_table
 
-__all__ = ["Renderer", "SupervisedExample", "TokenWriter", "TrainOn"]
+__all__ = ["Renderer", "SupervisedExample", "TokenWriter", "TrainOn", "checked_arguments"]
 
 
 class TrainOn(StrEnum):
@@ -316,6 +317,19 @@ class Renderer:
             add_generation_prompt,
         )
         return writer
+
+
+def checked_arguments(part: ToolCallPart, message_index: int) -> str:
+    """The arguments text of a tool call about to be rendered, which every supported
+    format embeds as JSON; a caller error names the message and the call otherwise."""
+    try:
+        json.loads(part.arguments)
+    except ValueError as exc:
+        raise ValueError(
+            f"messages[{message_index}]: arguments of tool call {part.name!r} are not valid "
+            f"JSON ({exc}): {part.arguments[:60]!r}"
+        ) from None
+    return part.arguments
 
 
 def _check_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]] | None:
