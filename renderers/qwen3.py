@@ -48,10 +48,12 @@ from renderers.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    ParseResult,
     StreamParser,
     json_object_members,
 )
-from renderers.rendering import Renderer, TokenWriter
+from renderers.rendering import Renderer, TokenWriter, checked_arguments
+from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen3Options", "Qwen3Renderer"]
 
@@ -207,10 +209,9 @@ class Qwen3Renderer(Renderer):
                     w.text("\n", i, True)
                 w.control(self.tool_call, i, True)
                 if type(part) is ToolCallPart:
+                    arguments = checked_arguments(part, i)
                     w.text(
-                        '\n{"name": "' + part.name + '", "arguments": ' + part.arguments + "}\n",
-                        i,
-                        True,
+                        '\n{"name": "' + part.name + '", "arguments": ' + arguments + "}\n", i, True
                     )
                 else:
                     assert type(part) is UnparsedToolCallPart
@@ -224,6 +225,29 @@ class Qwen3Renderer(Renderer):
 
     def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
         return _Qwen3Parser(self, events)
+
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "the last assistant turn gets an empty think block that history turns lose",
+            'tool calls are re-serialized as {"name": ..., "arguments": ...}',
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
+        ]
+        if self.options.strip_thinking_history:
+            reasons.insert(0, "reasoning of turns before the last user query is dropped")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+    def _closing_ids(self, result: ParseResult) -> list[int]:
+        if result.stop_token_id is not None:
+            return []
+        last = result.message.parts[-1] if result.message.parts else None
+        if type(last) is ThinkingPart and last.incomplete:
+            return [self.think_end, self.im_end]
+        if type(last) is UnparsedToolCallPart and last.incomplete:
+            return [self.tool_call_end, self.im_end]
+        return [self.im_end]
 
 
 def _plain_text(m: Message, i: int) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from renderers.messages import Message, ToolCallPart, coerce_messages
 from renderers.parsing import ParseResult, StreamParser
+from renderers.rollout import ExtensionProperty, Rollout
 from renderers.tokenizer import TokenTable, load_tokenizer, token_table
 
 __all__ = ["Renderer", "SupervisedExample", "TokenWriter", "TrainOn", "checked_arguments"]
@@ -106,6 +107,27 @@ class TokenWriter:
         if buf:
             out += encode("".join(buf))
         return out
+
+    def ids_after(self, msg: int) -> list[int]:
+        """The ids of everything written after the last sampled piece of message ``msg``
+        (what follows a sampled turn: template text, later messages, generation prompt)."""
+        last = max(
+            (
+                k
+                for k, (m, s) in enumerate(zip(self._msg, self._sampled, strict=True))
+                if m == msg and s
+            ),
+            default=None,
+        )
+        if last is None:
+            raise ValueError(f"message {msg} has no sampled tokens to continue after")
+        if type(self._items[last]) is not int:
+            raise AssertionError("a sampled turn must end with a control token")
+        tail = TokenWriter(self._table)
+        tail._items = self._items[last + 1 :]
+        tail._msg = self._msg[last + 1 :]
+        tail._sampled = self._sampled[last + 1 :]
+        return tail.ids()
 
     def ids_and_weights(self, trained: Sequence[bool]) -> SupervisedExample:
         """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
@@ -265,6 +287,81 @@ class Renderer:
     def decode(self, token_ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens spelled out), for display and debugging."""
         return self.table.decode(token_ids)
+
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    def rollout(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> Rollout:
+        """Start a multi-turn episode that keeps the exact sampled ids (see :class:`Rollout`)."""
+        return Rollout(self, messages, tools, **options)
+
+    def next_turn_prompt(
+        self,
+        prompt_ids: Sequence[int],
+        completion_ids: Sequence[int],
+        new_messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        messages: Iterable[Message | Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """The prompt for the next turn of a multi-turn episode, without retokenization.
+
+        ``prompt_ids`` and ``completion_ids`` are kept byte for byte (tokens after the
+        completion's stop token excepted); when sampling stopped without the stop token
+        (the sampler dropped it, or the turn was cut off) the tokens that close the turn
+        follow; then ``new_messages`` (tool results, user turns) and the generation prompt,
+        rendered as the template renders them after that turn. ``messages``, the
+        conversation ``prompt_ids`` was rendered from, makes the continuation exact for
+        formats whose rendering depends on earlier turns; without it the renderer infers
+        that context from the ids. See :attr:`extension_property` for why re-rendering the
+        conversation instead would not give these ids.
+        """
+        rollout = Rollout.resume(self, prompt_ids, tools, messages, **options)
+        rollout.add_completion(completion_ids)
+        return rollout.add_messages(new_messages)
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        """Whether re-rendering the whole conversation reproduces earlier prompts plus the
+        sampled turns (with the current options), and why not when it does not."""
+        raise NotImplementedError
+
+    def _parse_after_prompt(
+        self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
+    ) -> ParseResult:
+        """Parse a completion sampled after ``prompt_ids`` (formats whose completions start
+        in a state the prompt decides override this)."""
+        return self.parse_response(completion_ids, **options)
+
+    def _closing_ids(self, result: ParseResult) -> list[int]:
+        """Ids that close a sampled turn which stopped without its stop token."""
+        if result.stop_token_id is not None:
+            return []
+        return [self.stop_token_ids[0]]
+
+    def _continuation_context(
+        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Message]:
+        """Messages standing in for the conversation behind ``prompt_ids`` when the caller
+        does not give it: enough for the format to render what follows a sampled turn."""
+        return [Message("user", "")]
+
+    def _continuation(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> list[int]:
+        """Ids the template writes after the last (sampled) message of ``history``: closing
+        template text, ``new_messages`` and the generation prompt."""
+        writer = self._write([*history, *new_messages], tools, options, add_generation_prompt=True)
+        return writer.ids_after(len(history) - 1)
 
     # -- format hooks -------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""Multi-turn rollouts keep the exact sampled ids: the next prompt is the previous prompt
+and the sampled completion byte for byte, then what the template renders after the turn.
+
+Expected continuations come from the official template: the ids it renders for the whole
+conversation, after the sampled assistant turn's end token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from renderers import Message, TextPart, ThinkingPart, ToolCallPart, get_renderer
+from tests.conftest import tokenizer_for
+from tests.oracle import hf_template_ids
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+START = [
+    {"role": "system", "content": "You are a weather bot."},
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+]
+
+
+@pytest.fixture(scope="module")
+def qwen3() -> Any:
+    return get_renderer("qwen3", tokenizer_for("Qwen/Qwen3-8B"))
+
+
+def pieces(r: Any, *items: str | list[int]) -> list[int]:
+    """Completion ids: control-token names, ordinary text, or explicit id lists (to sample
+    a tokenization that differs from what encoding the text gives)."""
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, list):
+            out += item
+        elif item in r.table.control_tokens:
+            out.append(r.table.control_id(item))
+        else:
+            out += r.table.encode(item)
+    return out
+
+
+def split_tokens(r: Any, text: str) -> list[int]:
+    """``text`` sampled one character per token: a tokenization encoding never gives."""
+    return [t for ch in text for t in r.table.encode(ch)]
+
+
+def qwen3_completion(r: Any) -> list[int]:
+    # Compact JSON and a per-character tokenization: a re-render would give other ids.
+    return pieces(
+        r,
+        "<think>",
+        "\nI need the weather for two cities.\n",
+        "</think>",
+        "\n\n",
+        split_tokens(r, "Checking"),
+        ".\n",
+        "<tool_call>",
+        '\n{"name":"get_weather","arguments":{"city":"Paris"}}\n',
+        "</tool_call>",
+        "<|im_end|>",
+    )
+
+
+def test_next_prompt_keeps_the_sampled_ids_and_renders_the_tool_result_like_the_template(
+    qwen3: Any,
+) -> None:
+    tok = qwen3.tokenizer
+    rollout = qwen3.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    assert prompt == hf_template_ids(tok, START, TOOLS, add_generation_prompt=True)
+    completion = qwen3_completion(qwen3)
+    result = rollout.add_completion(completion)
+    assert result.message.tool_calls == (ToolCallPart("get_weather", '{"city":"Paris"}'),)
+    tool = {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21}'}
+    next_prompt = rollout.add_messages([tool])
+    assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
+    # What the template writes after the assistant turn: from its full rendering.
+    parsed = result.message.to_openai()
+    full = hf_template_ids(tok, [*START, parsed, tool], TOOLS, add_generation_prompt=True)
+    im_end = qwen3.im_end
+    after_turn = [k for k, t in enumerate(full) if t == im_end][2]  # system, user, assistant
+    assert next_prompt[len(prompt) + len(completion) :] == full[after_turn + 1 :]
+    # Re-rendering the conversation does not reproduce what the model saw.
+    assert qwen3.build_generation_prompt([*START, result.message, tool], tools=TOOLS) != next_prompt
+    assert not qwen3.extension_property.holds
+
+
+def test_loss_mask_covers_exactly_the_sampled_ids_of_every_turn(qwen3: Any) -> None:
+    rollout = qwen3.rollout(START, tools=TOOLS)
+    lengths = []
+    first = qwen3_completion(qwen3)
+    rollout.add_completion(first)
+    rollout.add_messages([{"role": "tool", "tool_call_id": "c1", "content": "21C"}])
+    second = pieces(qwen3, "<think>", "\nDone.\n", "</think>", "\n\nParis: 21C.", "<|im_end|>")
+    before_second = len(rollout.prompt_ids)
+    rollout.add_completion(second)
+    lengths = (len(first), len(second))
+    tokens, weights = rollout.tokens, rollout.weights
+    assert tokens.dtype == np.int64 and weights.shape == tokens.shape
+    expected = np.zeros(len(tokens), dtype=np.float32)
+    start1 = len(qwen3.build_generation_prompt(START, tools=TOOLS))
+    expected[start1 : start1 + lengths[0]] = 1
+    expected[before_second : before_second + lengths[1]] = 1
+    assert (weights == expected).all()
+    assert tokens[before_second:].tolist() == second
+
+
+@pytest.mark.parametrize(
+    ("completion", "closing"),
+    [
+        (["Paris is sunny."], ["<|im_end|>"]),  # the sampler dropped the stop token
+        (["<think>", "\nStill thinking about"], ["</think>", "<|im_end|>"]),
+        (
+            ["Let me check.\n", "<tool_call>", '\n{"name": "get_weather", "argu'],
+            ["</tool_call>", "<|im_end|>"],
+        ),
+    ],
+    ids=["stop-token-dropped", "cut-in-thinking", "cut-in-tool-call"],
+)
+def test_turns_that_stopped_without_stop_token_are_closed(
+    qwen3: Any, completion: list[str], closing: list[str]
+) -> None:
+    prompt = qwen3.build_generation_prompt(START, tools=TOOLS)
+    ids = pieces(qwen3, *completion)
+    user = {"role": "user", "content": "Go on."}
+    got = qwen3.next_turn_prompt(prompt, ids, [user], tools=TOOLS)
+    closing_ids = pieces(qwen3, *closing)
+    assert got[: len(prompt) + len(ids) + len(closing_ids)] == prompt + ids + closing_ids
+    # Then the template's own text after a turn, the user turn and the generation prompt.
+    tail = hf_template_ids(qwen3.tokenizer, [user], add_generation_prompt=True)
+    assert got[len(prompt) + len(ids) + len(closing_ids) :] == pieces(qwen3, "\n") + tail
+
+
+def test_tokens_after_the_stop_token_are_not_kept(qwen3: Any) -> None:
+    prompt = qwen3.build_generation_prompt(START)
+    ids = pieces(qwen3, "Sunny.", "<|im_end|>", "\n", "<|im_start|>", "user\nextra")
+    got = qwen3.next_turn_prompt(prompt, ids, [{"role": "user", "content": "Thanks"}])
+    stop = ids.index(qwen3.im_end)
+    assert got[: len(prompt) + stop + 1] == prompt + ids[: stop + 1]
+    assert got[len(prompt) + stop + 1 :] == pieces(qwen3, "\n") + hf_template_ids(
+        qwen3.tokenizer, [{"role": "user", "content": "Thanks"}], add_generation_prompt=True
+    )
+
+
+def test_stateless_form_equals_the_rollout(qwen3: Any) -> None:
+    rollout = qwen3.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    completion = qwen3_completion(qwen3)
+    rollout.add_completion(completion)
+    tool = [{"role": "tool", "tool_call_id": "c1", "content": "21C"}]
+    assert rollout.add_messages(tool) == qwen3.next_turn_prompt(prompt, completion, tool, TOOLS)
+    assert rollout.prompt_ids == qwen3.next_turn_prompt(
+        prompt, completion, tool, TOOLS, messages=START
+    )
+
+
+def test_rollout_enforces_turn_order(qwen3: Any) -> None:
+    rollout = qwen3.rollout(START)
+    with pytest.raises(RuntimeError, match="add_completion"):
+        rollout.add_messages([{"role": "user", "content": "x"}])
+    rollout.add_completion(pieces(qwen3, "Hi.", "<|im_end|>"))
+    with pytest.raises(RuntimeError, match="twice"):
+        rollout.add_completion(pieces(qwen3, "Hi.", "<|im_end|>"))
+    with pytest.raises(RuntimeError, match="waits for new messages"):
+        _ = rollout.prompt_ids
+
+
+def test_parsed_messages_are_kept_in_the_history(qwen3: Any) -> None:
+    rollout = qwen3.rollout(START)
+    rollout.add_completion(pieces(qwen3, "<think>", "\nr\n", "</think>", "\n\nA.", "<|im_end|>"))
+    assert rollout.messages[-1] == Message("assistant", [ThinkingPart("r"), TextPart("A.")])
