@@ -14,6 +14,7 @@ RENDERERS: dict[str, tuple[str, str, str]] = {
     "qwen3": ("renderers.qwen3", "Qwen3Renderer", "Qwen/Qwen3-8B"),
     "deepseek_v3": ("renderers.deepseek_v3", "DeepSeekV3Renderer", "deepseek-ai/DeepSeek-V3"),
     "deepseek_v3.1": ("renderers.deepseek_v3", "DeepSeekV31Renderer", "deepseek-ai/DeepSeek-V3.1"),
+    "gpt_oss": ("renderers.gpt_oss", "GptOssRenderer", "openai/gpt-oss-20b"),
     "kimi_k2": ("renderers.kimi_k2", "KimiK2Renderer", "moonshotai/Kimi-K2-Instruct"),
     "kimi_k2_thinking": (
         "renderers.kimi_k2",
