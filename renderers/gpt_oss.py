@@ -114,8 +114,9 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import TEXT, THINKING, TOOL_CALL, Event, StreamParser
+from renderers.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
 from renderers.rendering import Renderer, TokenWriter
+from renderers.rollout import ExtensionProperty
 
 __all__ = ["GptOssOptions", "GptOssRenderer"]
 
@@ -523,6 +524,33 @@ class GptOssRenderer(Renderer):
             enc.write_generation_prompt(w)
 
     # -- parsing ------------------------------------------------------------------------
+
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "models sample the recipient after the channel (history writes it before)",
+            "a final answer sampled with <|return|> is written with <|end|> in history",
+        ]
+        if self.options.dialect == "template":
+            reasons.insert(
+                0, "analysis of a tool-calling turn is dropped once a final answer follows"
+            )
+        else:
+            reasons.insert(0, "analysis of earlier turns is dropped after a final answer")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
+        tk = self.tokens
+        if result.stop_token_id in (tk.return_, tk.end_of_text):
+            return 1, [tk.end]  # history ends a final answer with <|end|>
+        if result.stop_token_id == tk.call:
+            return 0, []
+        last = result.message.parts[-1] if result.message.parts else None
+        if type(last) is UnparsedToolCallPart and last.incomplete:
+            return 0, [tk.call]
+        return 0, [tk.end]
 
     def _new_parser(self, options: GptOssOptions, events: bool) -> StreamParser:
         return _GptOssParser(self, events)

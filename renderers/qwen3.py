@@ -239,15 +239,15 @@ class Qwen3Renderer(Renderer):
             reasons.insert(0, "reasoning of turns before the last user query is dropped")
         return ExtensionProperty(False, "; ".join(reasons))
 
-    def _closing_ids(self, result: ParseResult) -> list[int]:
+    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
         if result.stop_token_id is not None:
-            return []
+            return 0, []
         last = result.message.parts[-1] if result.message.parts else None
         if type(last) is ThinkingPart and last.incomplete:
-            return [self.think_end, self.im_end]
+            return 0, [self.think_end, self.im_end]
         if type(last) is UnparsedToolCallPart and last.incomplete:
-            return [self.tool_call_end, self.im_end]
-        return [self.im_end]
+            return 0, [self.tool_call_end, self.im_end]
+        return 0, [self.im_end]
 
 
 def _plain_text(m: Message, i: int) -> str:

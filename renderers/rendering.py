@@ -109,20 +109,14 @@ class TokenWriter:
         return out
 
     def ids_after(self, msg: int) -> list[int]:
-        """The ids of everything written after the last sampled piece of message ``msg``
-        (what follows a sampled turn: template text, later messages, generation prompt)."""
+        """The ids of everything written after message ``msg``'s last control token (the
+        token that ends its turn): template text, later messages, generation prompt."""
         last = max(
-            (
-                k
-                for k, (m, s) in enumerate(zip(self._msg, self._sampled, strict=True))
-                if m == msg and s
-            ),
+            (k for k, m in enumerate(self._msg) if m == msg and type(self._items[k]) is int),
             default=None,
         )
         if last is None:
-            raise ValueError(f"message {msg} has no sampled tokens to continue after")
-        if type(self._items[last]) is not int:
-            raise AssertionError("a sampled turn must end with a control token")
+            raise ValueError(f"message {msg} has no control token to continue after")
         tail = TokenWriter(self._table)
         tail._items = self._items[last + 1 :]
         tail._msg = self._msg[last + 1 :]
@@ -338,11 +332,13 @@ class Renderer:
         in a state the prompt decides override this)."""
         return self.parse_response(completion_ids, **options)
 
-    def _closing_ids(self, result: ParseResult) -> list[int]:
-        """Ids that close a sampled turn which stopped without its stop token."""
+    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
+        """How to end a sampled turn in the history: how many of its last sampled ids the
+        format's history form replaces, and the ids that follow (the stop token when the
+        sampler dropped it, closers of a turn cut off inside a block)."""
         if result.stop_token_id is not None:
-            return []
-        return [self.stop_token_ids[0]]
+            return 0, []
+        return 0, [self.stop_token_ids[0]]
 
     def _continuation_context(
         self, prompt_ids: Sequence[int], options: Mapping[str, Any]
@@ -358,8 +354,8 @@ class Renderer:
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
     ) -> list[int]:
-        """Ids the template writes after the last (sampled) message of ``history``: closing
-        template text, ``new_messages`` and the generation prompt."""
+        """Ids the template writes after the end token of the last (sampled) message of
+        ``history``: template text, ``new_messages`` and the generation prompt."""
         writer = self._write([*history, *new_messages], tools, options, add_generation_prompt=True)
         return writer.ids_after(len(history) - 1)
 

@@ -125,13 +125,18 @@ class Rollout:
         return result
 
     def add_messages(self, new_messages: Iterable[Message | Mapping[str, Any]]) -> list[int]:
-        """Close the sampled turn if it stopped without its stop token, then append the new
+        """Close the sampled turn as the format's history does (the stop token when the
+        sampler dropped it, closers of a turn cut off inside a block; gpt-oss ends a final
+        answer with ``<|end|>`` where the model sampled ``<|return|>``), then append the new
         messages and the generation prompt as the template renders them; returns the next
         prompt ids."""
         if self._awaiting_completion:
             raise RuntimeError("add_messages() before add_completion(): sample the prompt first")
         new = coerce_messages(new_messages)
-        closing = self.renderer._closing_ids(self.results[-1])
+        replaced, closing = self.renderer._close_turn(self.results[-1])
+        if replaced:
+            del self._ids[-replaced:]
+            del self._sampled[-replaced:]
         suffix = self.renderer._continuation(self.messages, new, self.tools, self.options)
         added = [*closing, *suffix]
         self._ids += added

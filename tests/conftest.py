@@ -6,6 +6,7 @@ with ``HYPOTHESIS_PROFILE=thorough python -m pytest``.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 from typing import Any
@@ -41,3 +42,19 @@ def tokenizer_for(model_id: str) -> Any:
 @pytest.fixture(scope="session")
 def qwen3_tokenizer() -> Any:
     return tokenizer_for("Qwen/Qwen3-8B")
+
+
+FIXED_DATE = datetime.datetime(2025, 6, 28, 12, 0, 0)
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Templates that write today's date (gpt-oss's ``strftime_now``) see 2025-06-28."""
+    import transformers.utils.chat_template_utils as chat_template_utils
+
+    class FixedDateTime(datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> FixedDateTime:
+            return cls(2025, 6, 28, 12, 0, 0)
+
+    monkeypatch.setattr(chat_template_utils, "datetime", FixedDateTime)

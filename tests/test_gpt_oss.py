@@ -61,19 +61,6 @@ def oracle() -> oh.HarmonyEncoding:
     return oh.load_harmony_encoding(oh.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
-@pytest.fixture
-def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The template writes today's date with ``strftime_now``: fix transformers' clock."""
-    import transformers.utils.chat_template_utils as chat_template_utils
-
-    class FixedDateTime(datetime.datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> FixedDateTime:
-            return cls(2025, 6, 28, 12, 0, 0)
-
-    monkeypatch.setattr(chat_template_utils, "datetime", FixedDateTime)
-
-
 def ids_of(tok: Any, text: str) -> list[int]:
     ids: list[int] = tok.encode(text, add_special_tokens=False)
     return ids

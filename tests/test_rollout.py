@@ -181,3 +181,94 @@ def test_parsed_messages_are_kept_in_the_history(qwen3: Any) -> None:
     rollout = qwen3.rollout(START)
     rollout.add_completion(pieces(qwen3, "<think>", "\nr\n", "</think>", "\n\nA.", "<|im_end|>"))
     assert rollout.messages[-1] == Message("assistant", [ThinkingPart("r"), TextPart("A.")])
+
+
+# -- gpt-oss ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpt_oss() -> Any:
+    return get_renderer("gpt_oss", tokenizer_for("openai/gpt-oss-20b"), date="2025-06-28")
+
+
+def harmony(r: Any, text: str) -> list[int]:
+    """Ids of Harmony text as the model samples it (control-token spellings are tokens)."""
+    ids: list[int] = r.tokenizer.encode(text, add_special_tokens=False)
+    return ids
+
+
+GPT_OSS_CALL = (
+    "<|channel|>analysis<|message|>I need the weather.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+    '<|message|>{"city":"Paris"}<|call|>'
+)
+
+
+@pytest.mark.usefixtures("fixed_clock")
+def test_gpt_oss_tool_call_turn_continues_like_the_template(gpt_oss: Any) -> None:
+    tok = gpt_oss.tokenizer
+    rollout = gpt_oss.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    assert prompt == hf_template_ids(tok, START, TOOLS, add_generation_prompt=True)
+    completion = harmony(gpt_oss, GPT_OSS_CALL)
+    result = rollout.add_completion(completion)
+    assert [c.name for c in result.message.tool_calls] == ["get_weather"]
+    tool = {"role": "tool", "content": '{"temp": 21}'}
+    next_prompt = rollout.add_messages([tool])
+    assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    full = hf_template_ids(
+        tok,
+        [*START, {"role": "assistant", "content": "", "tool_calls": [call]}, tool],
+        TOOLS,
+        add_generation_prompt=True,
+    )
+    after_call = full.index(gpt_oss.tokens.call) + 1
+    assert next_prompt[len(prompt) + len(completion) :] == full[after_call:]
+    # The model sampled the recipient after the channel; history writes it before.
+    assert not gpt_oss.extension_property.holds
+
+
+@pytest.mark.usefixtures("fixed_clock")
+def test_gpt_oss_final_answer_is_closed_with_end_like_history(gpt_oss: Any) -> None:
+    tok = gpt_oss.tokenizer
+    rollout = gpt_oss.rollout(START)
+    prompt = rollout.prompt_ids
+    completion = harmony(gpt_oss, "<|channel|>final<|message|>Sunny, 21C.<|return|>")
+    rollout.add_completion(completion)
+    user = {"role": "user", "content": "Thanks!"}
+    next_prompt = rollout.add_messages([user])
+    kept = len(prompt) + len(completion) - 1
+    assert next_prompt[:kept] == prompt + completion[:-1]
+    assert next_prompt[kept] == gpt_oss.tokens.end
+    full = hf_template_ids(
+        tok,
+        [*START, {"role": "assistant", "content": "Sunny, 21C."}, user],
+        add_generation_prompt=True,
+    )
+    assert next_prompt == full  # here the template's history is exactly what was sampled
+    weights = rollout.weights.tolist()
+    assert weights[len(prompt) : kept] == [1.0] * (len(completion) - 1)
+    assert weights[kept:] == [0.0] * (len(next_prompt) - kept)
+
+
+@pytest.mark.parametrize(
+    ("completion", "closing"),
+    [
+        ("<|channel|>final<|message|>Sunny", "<|end|>"),
+        ("<|channel|>analysis<|message|>Thinking", "<|end|>"),
+        (
+            '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"ci',
+            "<|call|>",
+        ),
+    ],
+    ids=["cut-in-final", "cut-in-analysis", "cut-in-call"],
+)
+def test_gpt_oss_cut_off_turns_are_closed(gpt_oss: Any, completion: str, closing: str) -> None:
+    prompt = gpt_oss.build_generation_prompt(START, tools=TOOLS)
+    ids = harmony(gpt_oss, completion)
+    got = gpt_oss.next_turn_prompt(prompt, ids, [{"role": "user", "content": "Go on."}], TOOLS)
+    assert got[: len(prompt) + len(ids) + 1] == prompt + ids + harmony(gpt_oss, closing)
+    assert gpt_oss.decode(got[len(prompt) + len(ids) + 1 :]) == (
+        "<|start|>user<|message|>Go on.<|end|><|start|>assistant"
+    )
