@@ -201,6 +201,8 @@ class PartAssembler:
 
     def write(self, text: str) -> None:
         """Add text to the open region."""
+        if not text:
+            return
         if self._prefix:
             prefix = self._prefix
             n = 0
@@ -215,7 +217,7 @@ class PartAssembler:
             if not text:
                 return
         holdback = self._holdback
-        if holdback:
+        if holdback and (self._held or text[-1] in holdback):
             if self._held:
                 text = self._held + text
                 self._held = ""
@@ -440,6 +442,12 @@ class StreamParser:
         """Formats with ``byte_offsets`` may override this to see raw bytes instead."""
         self._decode(data)
 
+    def _text_ok(self, data: bytes) -> bool:
+        """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
+        may go straight to :meth:`_on_text` because it cannot hold or continue a marker. A
+        format answering yes accounts for the bytes in its scanner (``skip``)."""
+        return False
+
     # -- helpers for formats --------------------------------------------------------------
 
     def _issue(self, pos: int, message: str) -> None:
@@ -477,6 +485,29 @@ class StreamParser:
 
     def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         """Consume more sampled token ids; returns the events they produced."""
+        asm = self.asm
+        if asm.events is not None:
+            asm.events = []
+        if type(token_ids) is list and len(token_ids) == 1 and not self._done:
+            # The streaming hot path: one ordinary token of complete UTF-8 text.
+            t = token_ids[0]
+            if not self._pending and t not in self._structural and 0 <= t < self._vocab_size:
+                text = self._id_str[t]
+                if text is not None and not self._finished:
+                    byte_ends = self._byte_ends
+                    if byte_ends is not None:
+                        data = self._id_bytes[t]
+                        if not self._text_ok(data):
+                            text = None
+                        else:
+                            self._bytes_seen += len(data)
+                            byte_ends.append(self._bytes_seen)
+                    if text is not None:
+                        self._run_start = self._pos
+                        self._pos += 1
+                        if text:
+                            self._on_text(text)
+                        return asm.events if asm.events is not None else []
         if self._finished:
             raise RuntimeError("feed() called after finish()")
         if isinstance(token_ids, np.ndarray):
@@ -485,9 +516,6 @@ class StreamParser:
         else:
             arr = None
             ids = token_ids if isinstance(token_ids, list) else list(token_ids)
-        asm = self.asm
-        if asm.events is not None:
-            asm.events = []
         if self._done:
             self._table.check_ids(ids, self._pos)
             self._trailing.extend(ids)
@@ -501,37 +529,57 @@ class StreamParser:
         return events if events is not None else []
 
     def _feed_small(self, ids: list[int]) -> None:
+        """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
         structural = self._structural
-        id_str = self._id_str
         valid = self._valid
         n = self._vocab_size
-        byte_ends = self._byte_ends
-        for k, t in enumerate(ids):
-            if self._done:
-                self._table.check_ids(ids[k:], self._pos)
-                self._trailing.extend(ids[k:])
-                self._pos += len(ids) - k
+        start = 0
+        end = len(ids)
+        k = 0
+        while k <= end:
+            if k < end:
+                t = ids[k]
+                if t not in structural:
+                    if not (0 <= t < n and valid[t]):
+                        self._table.check_ids([t], self._pos + k - start)
+                    k += 1
+                    continue
+            if k > start:
+                self._run(ids[start:k])
+            if k == end:
                 return
-            if t in structural:
-                self._structural_token(t)
-                continue
-            if not (0 <= t < n and valid[t]):
-                self._table.check_ids([t], self._pos)
-            pos = self._pos
-            self._run_start = pos
-            self._pos = pos + 1
-            if byte_ends is not None:
-                b = self._id_bytes[t]
-                self._bytes_seen += len(b)
-                byte_ends.append(self._bytes_seen)
-                self._on_bytes(b)
-                continue
-            s = id_str[t]
-            if s is not None and not self._pending:
-                if s:
-                    self._on_text(s)
-            else:
-                self._decode(self._id_bytes[t])
+            self._structural_token(ids[k])
+            k += 1
+            start = k
+            if self._done:
+                rest = ids[k:]
+                self._table.check_ids(rest, self._pos)
+                self._trailing.extend(rest)
+                self._pos += len(rest)
+                return
+
+    def _run(self, run: list[int]) -> None:
+        """Decode a run of ordinary tokens (already validated) and hand it to the format."""
+        self._run_start = self._pos
+        self._pos += len(run)
+        byte_ends = self._byte_ends
+        id_bytes = self._id_bytes
+        if byte_ends is not None:
+            seen = self._bytes_seen
+            for t in run:
+                seen += len(id_bytes[t])
+                byte_ends.append(seen)
+            self._bytes_seen = seen
+            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+            return
+        if not self._pending:
+            texts = list(map(self._id_str.__getitem__, run))
+            if None not in texts:
+                text = "".join(texts)  # type: ignore[arg-type]
+                if text:
+                    self._on_text(text)
+                return
+        self._decode(b"".join(map(id_bytes.__getitem__, run)))
 
     def _feed_large(self, ids: list[int], arr: np.ndarray | None) -> None:
         if arr is None:
@@ -542,9 +590,9 @@ class StreamParser:
                 raise
         if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size):
             self._table.check_ids(ids, self._pos)
+        if not self._table.valid_array[arr].all():
+            self._table.check_ids(ids, self._pos)
         cuts = np.flatnonzero(self._mask[arr]).tolist()
-        id_bytes = self._id_bytes
-        byte_ends = self._byte_ends
         base = self._pos
         prev = 0
         for cut in (*cuts, len(ids)):
@@ -555,21 +603,27 @@ class StreamParser:
                 self._pos = base + len(ids)
                 return
             if cut > prev:
-                run = ids[prev:cut]
-                if not all(map(self._valid.__getitem__, run)):
-                    self._table.check_ids(run, base + prev)
-                self._run_start = base + prev
-                self._pos = base + cut
-                if byte_ends is not None:
-                    lengths = np.fromiter(map(len, map(id_bytes.__getitem__, run)), np.int64)
-                    ends = np.cumsum(lengths) + self._bytes_seen
-                    byte_ends.extend(ends.tolist())
-                    self._bytes_seen = int(ends[-1])
-                self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+                self._pos = base + prev
+                self._run_large(ids[prev:cut], arr[prev:cut])
             if cut < len(ids):
                 self._pos = base + cut
                 self._structural_token(ids[cut])
             prev = cut + 1
+
+    def _run_large(self, run: list[int], arr: np.ndarray) -> None:
+        """Like :meth:`_run` for a long run (``arr`` holds the same ids): byte offsets
+        computed with NumPy."""
+        byte_ends = self._byte_ends
+        id_bytes = self._id_bytes
+        self._run_start = self._pos
+        self._pos += len(run)
+        if byte_ends is not None:
+            ends = np.cumsum(self._table.length_array[arr]) + self._bytes_seen
+            byte_ends.extend(ends.tolist())
+            self._bytes_seen = int(ends[-1])
+            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+        else:
+            self._decode(b"".join(map(id_bytes.__getitem__, run)))
 
     def _structural_token(self, t: int) -> None:
         pos = self._pos

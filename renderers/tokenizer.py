@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from tokenizers import Tokenizer
 
 __all__ = ["TokenTable", "load_tokenizer", "token_table"]
@@ -108,7 +109,12 @@ class TokenTable:
         self.vocab_size = size
         self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
         self.valid = [b is not None for b in table]
-        self.id_to_str: list[str | None] = [_complete_utf8(b) for b in self.id_to_bytes]
+        # The same as NumPy arrays, for validating and measuring whole chunks at once.
+        self.valid_array = np.fromiter(self.valid, dtype=bool, count=size)
+        self.length_array = np.fromiter(map(len, self.id_to_bytes), dtype=np.int64, count=size)
+        self.id_to_str: list[str | None] = [
+            _complete_utf8(b) if b is not None else None for b in table
+        ]
         self.control_tokens: dict[str, int] = control
         self.control_ids = frozenset(control.values())
         self._id_to_control = {i: s for s, i in control.items()}
