@@ -48,12 +48,8 @@ def _text_of_tokens(renderer: Renderer, n_tokens: int, offset: int) -> str:
 
 
 @functools.cache
-def _source_ids_cached(table_id: int, renderer: Renderer) -> list[int]:
-    return renderer.table.encode(source_text())
-
-
 def _source_ids(renderer: Renderer) -> list[int]:
-    return _source_ids_cached(id(renderer.table), renderer)
+    return renderer.table.encode(source_text())
 
 
 TOOLS: list[dict[str, Any]] = [
@@ -116,25 +112,39 @@ def _expressible(renderer: Renderer, parts: list[Any]) -> list[Any]:
     if renderer.name.startswith("gpt_oss"):
         # Harmony: one tool call per assistant turn; analysis then final.
         return [p for p in parts if isinstance(p, (ThinkingPart, TextPart))]
+    if renderer.name == "kimi_k2":  # an instruct model: no reasoning
+        return [p for p in parts if not isinstance(p, ThinkingPart)]
     return parts
 
 
-def completions(renderer: Renderer, n_tokens: int) -> list[Completion]:
-    """Complete, truncated and malformed completions of about ``n_tokens`` tokens."""
+def sampled_ids(renderer: Renderer, message: Message) -> list[int]:
+    """What the model samples for ``message`` after a user turn, as token ids."""
     user = {"role": "user", "content": "Investigate the module and report."}
+    example = renderer.build_supervised_example([user, message], tools=TOOLS)
+    ids: list[int] = example.tokens[example.weights > 0].tolist()
+    return ids
+
+
+def completions(renderer: Renderer, n_tokens: int) -> list[Completion]:
+    """Complete, truncated and malformed completions of about ``n_tokens`` tokens (parts
+    are scaled up when the format leaves some out, e.g. reasoning in non-thinking models)."""
     out = []
     for kind, malformed in (("complete", False), ("malformed", True)):
-        message = assistant_message(renderer, n_tokens, malformed=malformed)
-        example = renderer.build_supervised_example([user, message], tools=TOOLS)
-        ids = example.tokens[example.weights > 0].tolist()
+        target = n_tokens
+        ids = sampled_ids(renderer, assistant_message(renderer, target, malformed=malformed))
+        for _ in range(3):
+            if abs(len(ids) - n_tokens) <= n_tokens // 20:
+                break
+            target = int(target * n_tokens / max(1, len(ids)))
+            ids = sampled_ids(renderer, assistant_message(renderer, target, malformed=malformed))
         out.append(Completion(renderer.name, kind, ids))
     complete = out[0].ids
     out.append(Completion(renderer.name, "truncated", complete[: int(len(complete) * 0.9)]))
     return out
 
 
-def ten_turn_conversation() -> list[dict[str, Any]]:
-    """A 10-turn conversation with tools, tool results and reasoning."""
+def ten_turn_conversation(reasoning: bool = True) -> list[dict[str, Any]]:
+    """A 10-turn conversation with tools, tool results and (optionally) reasoning."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful research assistant. " * 5}
     ]
@@ -144,7 +154,7 @@ def ten_turn_conversation() -> list[dict[str, Any]]:
             messages.append(
                 {
                     "role": "assistant",
-                    "content": "",
+                    "content": None,
                     "reasoning_content": f"I need to search for topic {turn}.",
                     "tool_calls": [
                         {
@@ -173,4 +183,7 @@ def ten_turn_conversation() -> list[dict[str, Any]]:
                 "reasoning_content": f"Summarise turn {turn}.",
             }
         )
+    if not reasoning:
+        for m in messages:
+            m.pop("reasoning_content", None)
     return messages

@@ -92,13 +92,16 @@ Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | UnparsedToolCallPart
 _PART_TYPES = (TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart)
 
 
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def serialize_arguments(arguments: Any) -> str:
     """Tool-call arguments as JSON text: strings are kept verbatim, other values are
     serialized the way the official templates' ``tojson`` does (``ensure_ascii=False``,
     default separators, keys in given order)."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, ensure_ascii=False)
+    return _JSON_ENCODER.encode(arguments)
 
 
 def _is_plain_text(part: Part) -> bool:
@@ -194,6 +197,17 @@ class Message:
         role = data.get("role")
         if not isinstance(role, str) or not role:
             raise ValueError(f"role: expected a non-empty string, got {role!r}")
+        content = data.get("content")
+        name = data.get("name")
+        tool_call_id = data.get("tool_call_id")
+        if (
+            type(content) is str
+            and data.get("tool_calls") is None
+            and data.get("reasoning_content", data.get("thinking")) is None
+            and (name is None or type(name) is str)
+            and (tool_call_id is None or type(tool_call_id) is str)
+        ):
+            return cls(role, content, name, tool_call_id)  # the common shape, fast
         parts: list[Part] = []
         reasoning = data.get("reasoning_content", data.get("thinking"))
         if reasoning is not None:
@@ -203,7 +217,7 @@ class Message:
                 )
             if reasoning:
                 parts.append(ThinkingPart(reasoning))
-        parts.extend(_content_parts(data.get("content")))
+        parts.extend(_content_parts(content))
         tool_calls = data.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, (list, tuple)):
@@ -213,10 +227,8 @@ class Message:
                     parts.append(_tool_call_part(call))
                 except ValueError as exc:
                     raise ValueError(f"tool_calls[{i}].{exc}") from None
-        name = data.get("name")
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name: expected a string, got {type(name).__name__}")
-        tool_call_id = data.get("tool_call_id")
         if tool_call_id is not None and not isinstance(tool_call_id, str):
             raise ValueError(f"tool_call_id: expected a string, got {type(tool_call_id).__name__}")
         return cls(role, parts, name=name, tool_call_id=tool_call_id)

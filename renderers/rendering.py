@@ -126,43 +126,50 @@ class TokenWriter:
     def ids_and_weights(self, trained: Sequence[bool]) -> SupervisedExample:
         """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
         (a message index of -1 means template text outside any message)."""
+        items = self._items
+        piece_weights = [
+            1.0 if s and m >= 0 and trained[m] else 0.0
+            for m, s in zip(self._msg, self._sampled, strict=True)
+        ]
+        encode = self._table.encode
         ids: list[int] = []
+        counts: list[int] = []  # run lengths of equal weight, in tokens
         weights: list[float] = []
-        items, msgs, sampled = self._items, self._msg, self._sampled
-
-        def piece_weight(k: int) -> float:
-            m = msgs[k]
-            return 1.0 if sampled[k] and m >= 0 and trained[m] else 0.0
-
         k = 0
         n = len(items)
         while k < n:
             item = items[k]
             if type(item) is int:
                 ids.append(item)
-                weights.append(piece_weight(k))
+                counts.append(1)
+                weights.append(piece_weights[k])
                 k += 1
                 continue
-            j = k
+            j = k + 1
             while j < n and type(items[j]) is not int:
                 j += 1
             texts: list[str] = items[k:j]  # type: ignore[assignment]
-            piece_weights = [piece_weight(x) for x in range(k, j)]
-            joined = "".join(texts)
-            if all(w == piece_weights[0] for w in piece_weights):
-                seg = self._table.encode(joined)
-                ids += seg
-                weights += [piece_weights[0]] * len(seg)
+            segment_weights = piece_weights[k:j]
+            first = segment_weights[0]
+            if all(w == first for w in segment_weights):
+                segment = encode(texts[0] if len(texts) == 1 else "".join(texts))
+                ids += segment
+                counts.append(len(segment))
+                weights.append(first)
             else:
-                seg, offsets = self._table.encode_with_offsets(joined)
-                # A token is trained if any of its characters belongs to a trained piece.
-                char_weight = np.repeat(piece_weights, [len(t) for t in texts])
+                # Text pieces of different weight merge into tokens: a token is trained
+                # if any of its characters belongs to a trained piece.
+                segment, offsets = self._table.encode_with_offsets("".join(texts))
+                char_weight = np.repeat(segment_weights, [len(t) for t in texts])
                 for start, end in offsets:
-                    ids_w = char_weight[start:end]
-                    weights.append(float(ids_w.max()) if len(ids_w) else 0.0)
-                ids += seg
+                    counts.append(1)
+                    weights.append(float(char_weight[start:end].max()) if end > start else 0.0)
+                ids += segment
             k = j
-        return SupervisedExample(np.asarray(ids, dtype=np.int64), np.asarray(weights, np.float32))
+        return SupervisedExample(
+            np.asarray(ids, dtype=np.int64),
+            np.repeat(np.asarray(weights, dtype=np.float32), counts),
+        )
 
 
 _CONTROL_SPLITTERS: dict[int, re.Pattern[str]] = {}

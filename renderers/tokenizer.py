@@ -12,7 +12,7 @@ import importlib
 import json
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,8 @@ class TokenTable:
         self._id_to_control = {i: s for s, i in control.items()}
         self._backend = backend
         self._encoder_: Tokenizer | None = None
+        self._encode_fn: Callable[[str], list[int]] | None = None
+        self._fast = False
         self._encoder_lock = threading.Lock()
         self._cache: dict[str, list[int]] = {}
 
@@ -136,9 +138,31 @@ class TokenTable:
                     encoder = self._encoder_ = _without_added_tokens(self._backend)
         return encoder
 
+    def _reference_encode(self, text: str) -> list[int]:
+        ids: list[int] = self._encoder.encode(text, add_special_tokens=False).ids
+        return ids
+
+    @property
+    def fast_encoding(self) -> bool:
+        """Whether ordinary text is encoded with tiktoken (a proven-equal fast path)."""
+        self._encode_ordinary  # noqa: B018  (builds the encoder)
+        return self._fast
+
+    @property
+    def _encode_ordinary(self) -> Callable[[str], list[int]]:
+        encode = self._encode_fn
+        if encode is None:
+            from renderers.fast_encoding import fast_encoder
+
+            fast = fast_encoder(self, self._reference_encode)
+            self._fast = fast is not None
+            encode = self._encode_fn = fast or self._reference_encode
+        return encode
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_encoder_"] = None
+        state["_encode_fn"] = None
         state["_cache"] = {}
         del state["_encoder_lock"]
         return state
@@ -163,13 +187,16 @@ class TokenTable:
         if len(text) <= 256:
             cached = self._cache.get(text)
             if cached is None:
-                cached = self._encoder.encode(text, add_special_tokens=False).ids
+                cached = self._encode_ordinary(text)
                 if len(self._cache) >= 65536:
                     self._cache.clear()
                 self._cache[text] = cached
             return list(cached)
-        ids: list[int] = self._encoder.encode(text, add_special_tokens=False).ids
-        return ids
+        return self._encode_ordinary(text)
+
+    def clear_cache(self) -> None:
+        """Forget cached encodings of short texts (benchmarks measure cold rendering)."""
+        self._cache.clear()
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Like :meth:`encode`, also returning each token's character span in ``text``."""

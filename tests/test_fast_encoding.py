@@ -1,0 +1,51 @@
+"""The tiktoken fast path encodes exactly like the tokenizer itself, proven on a large
+corpus for every tokenizer it is enabled for; any other tokenizer keeps ``tokenizers``."""
+
+from __future__ import annotations
+
+import pytest
+
+from renderers import fast_encoding, token_table
+from renderers.fast_encoding import PROVEN, Proven, fingerprint
+from tests.conftest import tokenizer_for
+from tests.texts import corpus
+
+PROVEN_MODELS = sorted(p.model for p in PROVEN.values())
+
+
+def test_every_proven_tokenizer_is_proven_here() -> None:
+    expected = [
+        "Qwen/Qwen3-8B",
+        "deepseek-ai/DeepSeek-V3",
+        "deepseek-ai/DeepSeek-V3.1",
+        "moonshotai/Kimi-K2-Instruct",
+        "moonshotai/Kimi-K2-Thinking",
+        "openai/gpt-oss-20b",
+    ]
+    assert expected == PROVEN_MODELS
+
+
+@pytest.mark.parametrize("model_id", PROVEN_MODELS)
+def test_fast_encoder_equals_the_tokenizer_on_the_corpus(model_id: str) -> None:
+    table = token_table(tokenizer_for(model_id))
+    assert table.fast_encoding
+    texts = list(corpus())
+    expected = [e.ids for e in table._encoder.encode_batch(texts, add_special_tokens=False)]
+    got = [table._encode_ordinary(t) for t in texts]
+    mismatches = [t[:60] for t, g, e in zip(texts, got, expected, strict=True) if g != e]
+    assert not mismatches, f"{len(mismatches)} texts differ, e.g. {mismatches[:3]}"
+    assert sum(map(len, got)) > 1_000_000
+
+
+def test_an_unproven_tokenizer_keeps_its_own_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = token_table(tokenizer_for("Qwen/Qwen3-8B"))
+    monkeypatch.delitem(fast_encoding.PROVEN, fingerprint(table))
+    assert fast_encoding.fast_encoder(table, table._reference_encode) is None
+
+
+def test_a_failing_self_check_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = token_table(tokenizer_for("Qwen/Qwen3-8B"))
+    key = fingerprint(table)
+    wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)  # not Qwen's split pattern
+    monkeypatch.setitem(fast_encoding.PROVEN, key, wrong)
+    assert fast_encoding.fast_encoder(table, table._reference_encode) is None
