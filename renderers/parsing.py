@@ -491,7 +491,12 @@ class StreamParser:
         if type(token_ids) is list and len(token_ids) == 1 and not self._done:
             # The streaming hot path: one ordinary token of complete UTF-8 text.
             t = token_ids[0]
-            if not self._pending and t not in self._structural and 0 <= t < self._vocab_size:
+            if (
+                not self._pending
+                and type(t) is int
+                and t not in self._structural
+                and 0 <= t < self._vocab_size
+            ):
                 text = self._id_str[t]
                 if text is not None and not self._finished:
                     byte_ends = self._byte_ends
@@ -530,6 +535,9 @@ class StreamParser:
 
     def _feed_small(self, ids: list[int]) -> None:
         """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
+        if not all(type(t) is int for t in ids):
+            self._table.check_ids(ids, self._pos)  # names the first non-integer
+            ids = [int(t) for t in ids]  # NumPy integers
         structural = self._structural
         valid = self._valid
         n = self._vocab_size
@@ -584,10 +592,15 @@ class StreamParser:
     def _feed_large(self, ids: list[int], arr: np.ndarray | None) -> None:
         if arr is None:
             try:
-                arr = np.fromiter(ids, dtype=np.int64, count=len(ids))
+                arr = np.array(ids)  # float or object dtype when an id is not an integer
             except (OverflowError, TypeError, ValueError):
+                arr = None
+            if arr is None or arr.dtype.kind not in "iu":
                 self._table.check_ids(ids, self._pos)
-                raise
+                raise ValueError("token_ids: expected integers")
+        elif arr.dtype.kind not in "iu":
+            self._table.check_ids(ids, self._pos)
+            raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
         if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size):
             self._table.check_ids(ids, self._pos)
         if not self._table.valid_array[arr].all():

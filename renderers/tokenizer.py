@@ -204,10 +204,15 @@ class TokenTable:
         return enc.ids, enc.offsets
 
     def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
-        """Raise ``ValueError`` naming the first position holding an invalid token id."""
+        """Raise ``ValueError`` naming the first position holding an invalid token id
+        (not an integer, negative, or not in the vocabulary)."""
         valid = self.valid
         n = self.vocab_size
         for pos, t in enumerate(ids):
+            if not isinstance(t, (int, np.integer)) or isinstance(t, bool):
+                raise ValueError(
+                    f"token_ids[{offset + pos}] = {t!r} is not an integer token id"
+                )
             if not (0 <= t < n and valid[t]):
                 raise ValueError(
                     f"token_ids[{offset + pos}] = {t} is not a token id of this tokenizer "
