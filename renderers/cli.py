@@ -59,6 +59,15 @@ _DEMO_ANSWER: dict[str, Any] = {
 }
 
 
+# Demo settings where a format's defaults would hide something: DeepSeek-V3's template
+# never closes a single tool call and cannot show reasoning (R1-style is an option);
+# Kimi-K2-Instruct has no reasoning at all.
+_DEMO_OPTIONS: dict[str, dict[str, Any]] = {
+    "deepseek_v3": {"render_thinking": True, "fix_tool_format": True},
+}
+_NO_REASONING = ("kimi_k2",)
+
+
 class _Style:
     """ANSI styling, enabled only when writing to a terminal."""
 
@@ -84,17 +93,21 @@ def _indent(text: str, prefix: str = "    ") -> str:
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
     style = _Style(out, False if args.no_color else None)
     renderer = get_renderer(args.model)
+    options = _DEMO_OPTIONS.get(renderer.name, {})
+    if options:
+        renderer = get_renderer(renderer.name, renderer.tokenizer, **options)
+    answer = dict(_DEMO_ANSWER)
+    if renderer.name in _NO_REASONING:
+        del answer["reasoning_content"]
     prompt = renderer.build_generation_prompt(_DEMO_CONVERSATION, tools=_DEMO_TOOLS)
-    print(
-        style.heading(f"Prompt for {args.model} ({renderer.name}): {len(prompt)} tokens"), file=out
-    )
+    settings = "".join(f"; {k}={v!r}" for k, v in options.items())
+    heading = f"Prompt for {args.model} ({renderer.name}{settings}): {len(prompt)} tokens"
+    print(style.heading(heading), file=out)
     print(renderer.decode(prompt), file=out)
     print(file=out)
 
     # A completion made of real token ids: what the model samples for the demo answer.
-    example = renderer.build_supervised_example(
-        [*_DEMO_CONVERSATION, _DEMO_ANSWER], tools=_DEMO_TOOLS
-    )
+    example = renderer.build_supervised_example([*_DEMO_CONVERSATION, answer], tools=_DEMO_TOOLS)
     completion = example.tokens[example.weights > 0].tolist()
     print(style.heading(f"Sampled completion: {len(completion)} token ids"), file=out)
     print(style.dim(" ".join(map(str, completion))), file=out)
