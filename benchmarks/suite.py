@@ -200,10 +200,10 @@ def run(config: Config) -> list[Row]:
                     rows.append(
                         Row(
                             name,
-                            f"scaling {large // 1000}k / {small // 1000}k ({label})",
+                            f"scaling {_k(large)} / {_k(small)} ({label})",
                             large,
                             by_length[large],
-                            f"{small // 1000}k",
+                            _k(small),
                             by_length[small],
                             {"length_ratio": large / small},
                         )
@@ -214,6 +214,10 @@ def run(config: Config) -> list[Row]:
         rows += _memory_rows(renderer, config)
         progress.step(f"{name}: done")
     return rows
+
+
+def _k(tokens: int) -> str:
+    return f"{tokens // 1000}k" if tokens >= 1000 and tokens % 1000 == 0 else str(tokens)
 
 
 def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int) -> float:
@@ -288,6 +292,7 @@ def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
                     {"identical_tokens": identical},
                 )
             )
+    rows += peers.render_rows(renderer, messages, config.repeats)
     return rows
 
 
