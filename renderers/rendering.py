@@ -59,7 +59,8 @@ class TokenWriter:
 
     def __init__(self, table: TokenTable) -> None:
         self._table = table
-        self._items: list[int | str] = []
+        # A control token id, text to encode, or a run of already-encoded ids.
+        self._items: list[int | str | tuple[int, ...]] = []
         self._msg: list[int] = []
         self._sampled: list[bool] = []
 
@@ -79,8 +80,10 @@ class TokenWriter:
     def encoded(self, ids: Sequence[int], msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
         """Text already encoded (e.g. a cached tool declaration); only valid where the text
         stands between control tokens, so it cannot merge with neighbouring text."""
-        for token_id in ids:
-            self.control(token_id, msg, sampled)
+        if ids:
+            self._items.append(tuple(ids))
+            self._msg.append(msg)
+            self._sampled.append(sampled)
 
     def template(self, text: str, msg: int = _NO_MESSAGE, sampled: bool = False) -> None:
         """Constant text of the template, in which control-token spellings are control
@@ -97,13 +100,16 @@ class TokenWriter:
         buf: list[str] = []
         encode = self._table.encode
         for item in self._items:
+            if type(item) is str:
+                buf.append(item)
+                continue
+            if buf:
+                out += encode(buf[0] if len(buf) == 1 else "".join(buf))
+                buf.clear()
             if type(item) is int:
-                if buf:
-                    out += encode(buf[0] if len(buf) == 1 else "".join(buf))
-                    buf.clear()
                 out.append(item)
             else:
-                buf.append(item)  # type: ignore[arg-type]
+                out += item  # type: ignore[arg-type]
         if buf:
             out += encode("".join(buf))
         return out
@@ -145,8 +151,14 @@ class TokenWriter:
                 weights.append(piece_weights[k])
                 k += 1
                 continue
+            if type(item) is tuple:
+                ids += item
+                counts.append(len(item))
+                weights.append(piece_weights[k])
+                k += 1
+                continue
             j = k + 1
-            while j < n and type(items[j]) is not int:
+            while j < n and type(items[j]) is str:
                 j += 1
             texts: list[str] = items[k:j]  # type: ignore[assignment]
             segment_weights = piece_weights[k:j]
