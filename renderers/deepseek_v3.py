@@ -22,8 +22,9 @@ The answer after tool outputs has no ``<｜Assistant｜>``: the generation promp
 outputs is ``<｜tool▁outputs▁end｜>``. ``<think>`` is *not* a token of this tokenizer: the
 parser treats a completion that starts with the text ``<think>`` as DeepSeek-R1-style
 reasoning (``<think>\\n{reasoning}\\n</think>\\n\\n{answer}``; R1 shares this format and
-tokenizer). ``<think>`` anywhere else is ordinary text. Reasoning of assistant messages is
-not rendered (the template ignores it) unless ``render_thinking=True``.
+tokenizer). ``<think>`` anywhere else is ordinary text. The template ignores the reasoning
+of assistant messages; since silently dropping it would corrupt training data, a message
+with reasoning is a ``ValueError`` naming it unless ``render_thinking=True`` writes it.
 
 The official template has defects in its tool-call branch, reproduced by default
 (``fix_tool_format=False``) for token parity:
@@ -98,6 +99,10 @@ answer's first characters belongs to both parts' spans.
 
 Divergences from both templates, on purpose:
 
+- tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise;
+  the templates would write any string); V3: reasoning is an error without
+  ``render_thinking=True`` (see above) instead of being dropped, and so is a tool name
+  with a newline (V3 ends the name at the first newline);
 - list-of-parts content (the templates fail on it) is rendered as its text parts joined;
 - an assistant message with text and tool calls keeps both (V3: see above), and
   ``content: ""`` with calls is treated like ``content: None`` (our message model does
@@ -136,7 +141,7 @@ from renderers.parsing import (
     StreamParser,
     ToolCallBuilder,
 )
-from renderers.rendering import Renderer, TokenWriter
+from renderers.rendering import Renderer, TokenWriter, checked_arguments
 
 __all__ = [
     "DeepSeekV3Options",
@@ -177,9 +182,9 @@ class DeepSeekV3Options:
     """False (template parity): tool calls and outputs as the template writes them, defects
     included. True: the consistent format the template intends (see the module doc)."""
     render_thinking: bool = False
-    """False (template): assistant reasoning is not rendered. True: it is written as text,
-    R1-style ``<think>\\n{reasoning}\\n</think>\\n\\n``, so parsed R1-style completions
-    render back."""
+    """False: assistant reasoning cannot be rendered (the template drops it; a message with
+    reasoning is a ``ValueError``). True: it is written as text, R1-style
+    ``<think>\\n{reasoning}\\n</think>\\n\\n``, so parsed R1-style completions render back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +304,8 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 w.control(self.user, i)
                 w.text(m.text, i)
             elif m.role == "assistant":
+                if not options.render_thinking:
+                    _reject_reasoning(m, i)
                 parts = [
                     p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
                 ]
@@ -381,9 +388,15 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
     def _v3_call(self, w: TokenWriter, i: int, part: Part) -> None:
         w.control(self.call_begin, i, True)
         if type(part) is ToolCallPart:
+            if "\n" in part.name:
+                raise ValueError(
+                    f"messages[{i}]: tool name {part.name!r} contains a newline, which "
+                    "deepseek_v3 cannot express (the name ends at the first newline)"
+                )
             w.text("function", i, True)
             w.control(self.sep, i, True)
-            w.text(part.name + "\n" + _FENCE_OPEN + part.arguments + _FENCE_CLOSE, i, True)
+            arguments = checked_arguments(part, i)
+            w.text(part.name + "\n" + _FENCE_OPEN + arguments + _FENCE_CLOSE, i, True)
         else:
             assert type(part) is UnparsedToolCallPart
             self._raw_call(w, i, part.raw)
@@ -484,7 +497,7 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
             if type(part) is ToolCallPart:
                 w.text(part.name, i, True)
                 w.control(self.sep, i, True)
-                w.text(part.arguments, i, True)
+                w.text(checked_arguments(part, i), i, True)
             else:
                 assert type(part) is UnparsedToolCallPart
                 self._raw_call(w, i, part.raw)
@@ -510,6 +523,18 @@ def _plain_text(m: Message, i: int, format_name: str) -> str:
                     f"{format_name}, got {type(p).__name__}"
                 )
     return m.text
+
+
+def _reject_reasoning(m: Message, i: int) -> None:
+    """DeepSeek-V3's template drops reasoning; silently dropping it would corrupt training
+    data, so reasoning is an error unless ``render_thinking=True`` writes it."""
+    for k, p in enumerate(m.parts):
+        if type(p) is ThinkingPart and p.text:
+            raise ValueError(
+                f"messages[{i}].content[{k}]: deepseek_v3 cannot render reasoning by default "
+                "(its template drops it); pass render_thinking=True to write it R1-style "
+                "(<think>...</think>), or remove the reasoning"
+            )
 
 
 def _split_inline_reasoning(parts: list[Part]) -> list[Part]:

@@ -30,7 +30,9 @@ is end-of-sequence.
   Arguments given as a string are written verbatim, a dict as ``tojson``.
 - **Headers** use the message's ``name`` when it has one (a tool result named
   ``get_weather`` gets ``<|im_system|>get_weather<|im_middle|>``).
-- **Reasoning** (K2-Thinking only; K2-Instruct drops it): ``<think>`` and ``</think>`` are
+- **Reasoning** (K2-Thinking only; K2-Instruct's templates drop it, so reasoning given to
+  the K2-Instruct renderer is a ``ValueError`` rather than silently lost training data):
+  ``<think>`` and ``</think>`` are
   control tokens 163606/163607 (in K2-Instruct they are three ordinary tokens each).
   Assistant turns up to and including the conversation's *first* assistant message
   without tool calls are written ``<think></think>{text}``; later ones
@@ -49,6 +51,8 @@ Python list repr (its text parts joined here).
 
 Divergences from the templates, on purpose:
 
+- tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise; the
+  templates write any string verbatim), and K2-Instruct rejects reasoning (see above);
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
   ``reasoning_content``, and would drop them);
@@ -95,7 +99,7 @@ from renderers.messages import (
     UnparsedToolCallPart,
 )
 from renderers.parsing import TEXT, THINKING, TOOL_CALL, MarkerScanner, StreamParser
-from renderers.rendering import Renderer, TokenWriter
+from renderers.rendering import Renderer, TokenWriter, checked_arguments
 
 __all__ = [
     "KimiK2Options",
@@ -243,7 +247,7 @@ class _KimiK2Base(Renderer):
                 call_id = ids.next_call(part.name, k if per_message else None)
                 w.text(call_id, i, True)
                 w.control(self.argument_begin, i, True)
-                w.text(part.arguments, i, True)
+                w.text(checked_arguments(part, i), i, True)
             else:
                 assert type(part) is UnparsedToolCallPart
                 ids.next_call(part.name or "unknown", k if per_message else None, part.id)
@@ -320,6 +324,7 @@ class KimiK2Renderer(_KimiK2Base):
             )
         initial = options.template == "initial"
         self._check_roles(messages)
+        _reject_reasoning(messages)
         self._tool_declaration(w, tools)
         if messages and messages[0].role != "system":
             if initial:
@@ -434,6 +439,21 @@ def _plain_text(m: Message, i: int, renderer: str) -> str:
     return m.text
 
 
+def _reject_reasoning(messages: list[Message]) -> None:
+    """Kimi-K2-Instruct is not a reasoning model: its templates drop reasoning, and silently
+    dropping it would corrupt training data."""
+    for i, m in enumerate(messages):
+        if m.role != "assistant":
+            continue
+        for k, p in enumerate(m.parts):
+            if type(p) is ThinkingPart and p.text:
+                raise ValueError(
+                    f"messages[{i}].content[{k}]: kimi_k2 (Kimi-K2-Instruct) has no reasoning "
+                    "and cannot render it; remove the reasoning, or use kimi_k2_thinking "
+                    "(Kimi-K2-Thinking)"
+                )
+
+
 def _has_calls(m: Message) -> bool:
     return any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in m.parts)
 
@@ -533,6 +553,10 @@ class _KimiK2Parser(StreamParser):
         self._state = TEXT
         self._scanner = MarkerScanner()
         self._section_text_reported = False
+        # Where the open text region of the section starts: the position of the issue for
+        # text inside the section (the token that holds the text depends on how the ids
+        # were chunked, which must not change the result).
+        self._section_text_start = 0
         self.asm.open(TEXT, 0)
 
     # -- text -----------------------------------------------------------------------------
@@ -585,7 +609,9 @@ class _KimiK2Parser(StreamParser):
     def _on_text(self, text: str) -> None:
         if self._state == _SECTION and not self._section_text_reported and text.strip():
             self._section_text_reported = True
-            self._issue(self._run_start, "text inside the tool-call section (kept as text)")
+            self._issue(
+                self._section_text_start, "text inside the tool-call section (kept as text)"
+            )
         self.asm.write(text)
 
     def _text_marker(self, marker: bytes, start: int, end: int) -> None:
@@ -609,7 +635,12 @@ class _KimiK2Parser(StreamParser):
         asm.close(end)
         self._state = _SECTION
         self._section_text_reported = False
-        asm.open(TEXT, start)
+        self._open_section_text(start)
+
+    def _open_section_text(self, start: int) -> None:
+        """Open the text region between calls of the section (text there is an issue)."""
+        self._section_text_start = start
+        self.asm.open(TEXT, start)
 
     def _leave_section(self, end: int, start: int) -> None:
         asm = self.asm
@@ -650,7 +681,7 @@ class _KimiK2Parser(StreamParser):
             if in_call:
                 self._cut_call(pos, "tool-call section begin inside a tool call")
                 self._state = _SECTION
-                asm.open(TEXT, pos + 1)
+                self._open_section_text(pos + 1)
             elif state == _SECTION:
                 self._issue(pos, "tool-call section begin inside the section (ignored)")
             else:  # from text, or straight from reasoning without </think>
@@ -676,7 +707,7 @@ class _KimiK2Parser(StreamParser):
                 return
             asm.close(pos + 1, build=_tool_call_from_body)
             self._state = _SECTION
-            asm.open(TEXT, pos + 1)
+            self._open_section_text(pos + 1)
         elif token_id == r.section_end:
             if in_call:
                 self._cut_call(pos, "tool-call section ended inside a tool call")

@@ -9,50 +9,92 @@ from hypothesis import strategies as st
 
 from renderers import Message, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 
-# Fragments that stress formats: control-token spellings, markup, separators.
+# Fragments that stress formats: control-token spellings of every supported model,
+# text-level markers the parsers know, markup, separators and unicode edge cases.
 TRICKY = [
+    # Qwen3
     "<think>",
     "</think>",
     "<tool_call>",
     "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
     "<|im_end|>",
     "<|im_start|>",
     "<|endoftext|>",
+    # gpt-oss (Harmony)
     "<|start|>",
     "<|end|>",
     "<|channel|>",
     "<|message|>",
     "<|return|>",
     "<|call|>",
+    # DeepSeek V3 / V3.1
     "<｜end▁of▁sentence｜>",
+    "<｜begin▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
     "<｜tool▁calls▁begin｜>",
-    "<|tool_calls_section_begin|>",
-    "<|im_middle|>",
-    "◁think▷",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁outputs▁begin｜>",
+    "<｜tool▁output▁end｜>",
     "```json\n",
+    "```",
+    "\n```",
+    # Kimi-K2 (tokens, the misspelled section markers models sample, call ids)
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_call_section_begin|>",
+    "<|tool_call_section_end|>",
+    "<|im_middle|>",
+    "<|im_user|>",
+    "<|im_assistant|>",
+    "<|im_system|>",
+    "[EOS]",
+    "functions.f:0",
+    "## Return of ",
+    "◁think▷",
+    # separators, control characters, unicode
     "\n",
     "\n\n",
     " ",
     "\t",
+    "\r",
     "\r\n",
     "\x00",
     "\x1b[0m",
+    "\u2028",
+    "\ufeff",
     "🎉",
     "日本語",
-    "e\u0301",
+    "e\u0301",  # NFC composes it
+    "\u212b",  # the Angstrom sign: NFC maps it to Å
     "{",
     '"',
     "\\",
 ]
 
 _chars = st.characters(blacklist_categories=("Cs",))
-text = st.lists(st.one_of(st.text(_chars, max_size=12), st.sampled_from(TRICKY)), max_size=6).map(
-    "".join
+
+whitespace = st.text(
+    st.sampled_from([" ", "\n", "\t", "\r", "\xa0", "\u3000"]), min_size=1, max_size=4
+)
+"""Whitespace-only text (what formats strip around parts is made of it)."""
+
+text = st.one_of(
+    st.lists(st.one_of(st.text(_chars, max_size=12), st.sampled_from(TRICKY)), max_size=6).map(
+        "".join
+    ),
+    whitespace,
 )
 """Random unicode text, including whitespace-only, control characters and strings that
 spell control tokens of the supported models."""
-
-whitespace = st.text(st.sampled_from([" ", "\n", "\t"]), min_size=1, max_size=4)
 
 json_values = st.recursive(
     st.none()
@@ -86,36 +128,48 @@ def tool_call_parts(with_ids: bool = False) -> st.SearchStrategy[ToolCallPart]:
     return st.builds(ToolCallPart, tool_names, arguments, id=ids)
 
 
+def unparsed_tool_call_parts(named: bool = False) -> st.SearchStrategy[UnparsedToolCallPart]:
+    """Unparsable calls (``named``: with the tool name a parser could still read)."""
+    names = tool_names if named else st.none()
+    return st.builds(UnparsedToolCallPart, unparsable, st.just("invalid"), name=names)
+
+
 def assistant_messages(
     *,
     interleaved: bool = True,
     unparsed: bool = True,
+    thinking: bool = True,
+    named_unparsed: bool = False,
     max_parts: int = 6,
+    max_calls: int = 3,
 ) -> st.SearchStrategy[Message]:
     """Random assistant messages: thinking, text and tool calls, interleaved in any order
-    when ``interleaved``, else in the canonical order thinking, text, tool calls."""
-    part = st.one_of(
-        thinking_parts(),
-        text_parts(),
-        tool_call_parts(),
-        *([st.builds(UnparsedToolCallPart, unparsable, st.just("invalid"))] if unparsed else []),
+    when ``interleaved``, else in the canonical order thinking, text, tool calls.
+    ``thinking=False`` leaves reasoning out (for formats that cannot render it);
+    ``named_unparsed`` gives unparsed calls a name (formats that address calls by name)."""
+    call = (
+        st.one_of(tool_call_parts(), unparsed_tool_call_parts(named_unparsed))
+        if unparsed
+        else tool_call_parts()
     )
     if interleaved:
+        part = st.one_of(*([thinking_parts()] if thinking else []), text_parts(), call)
         parts = st.lists(part, max_size=max_parts)
     else:
         parts = st.tuples(
-            st.lists(thinking_parts(), max_size=1),
+            st.lists(thinking_parts(), max_size=1 if thinking else 0),
             st.lists(text_parts(), max_size=1),
-            st.lists(tool_call_parts(), max_size=3),
+            st.lists(call, max_size=max_calls),
         ).map(lambda t: [*t[0], *t[1], *t[2]])
     return parts.map(lambda ps: Message("assistant", ps))
 
 
 def conversations(
-    *, tools: bool = True, max_turns: int = 3
+    *, tools: bool = True, reasoning: bool = True, max_turns: int = 3
 ) -> st.SearchStrategy[list[dict[str, Any]]]:
     """Random OpenAI-style conversations: optional system, user turns, assistant turns
-    with reasoning and tool calls, and tool results answering them."""
+    with reasoning (unless ``reasoning=False``) and tool calls, and tool results answering
+    them."""
 
     @st.composite
     def build(draw: st.DrawFn) -> list[dict[str, Any]]:
@@ -127,7 +181,7 @@ def conversations(
             if not draw(st.booleans()):
                 continue
             message: dict[str, Any] = {"role": "assistant", "content": draw(text)}
-            if draw(st.booleans()):
+            if reasoning and draw(st.booleans()):
                 message["reasoning_content"] = draw(text)
             calls = draw(st.lists(st.tuples(tool_names, arguments), max_size=2)) if tools else []
             if calls:

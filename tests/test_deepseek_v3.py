@@ -282,8 +282,24 @@ EXTRA = [
 ]
 
 ALL = [c for c in CORPUS if "adversarial" not in c.tags] + EXTRA
+
+
+def without_reasoning(conv: Conversation) -> Conversation:
+    """The conversation without assistant reasoning. The V3 template drops reasoning, so
+    its rendering is unchanged; the V3 renderer rejects reasoning unless
+    ``render_thinking=True`` (tested separately)."""
+    out = conv.copy()
+    for m in out.messages:
+        if m["role"] != "assistant":
+            continue
+        m.pop("reasoning_content", None)
+        if isinstance(m.get("content"), list):
+            m["content"] = [p for p in m["content"] if p.get("type") != "thinking"]
+    return out
+
+
 # The V3 template drops the calls of a message that also has text (tested separately).
-V3_CORPUS = [c for c in ALL if c.id != "tool_call_with_text"]
+V3_CORPUS = [without_reasoning(c) for c in ALL if c.id != "tool_call_with_text"]
 V31_CORPUS = ALL
 
 
@@ -624,7 +640,7 @@ def test_v3_fixed_tool_format_extends_every_generation_prompt(v3: DeepSeekV3Rend
     """With the corrected format every assistant turn extends the generation prompt of
     the conversation before it (the template's does not, see the weights test)."""
     checked = 0
-    for conv in ALL:
+    for conv in map(without_reasoning, ALL):
         for i, m in enumerate(conv.messages):
             if m["role"] != "assistant" or i == 0:
                 continue
@@ -697,8 +713,11 @@ def test_v31_keep_thinking_extends_the_thinking_prompt(v31: DeepSeekV31Renderer)
 
 def test_v3_render_thinking_writes_r1_style_reasoning(v3: DeepSeekV3Renderer) -> None:
     conv = next(c for c in CORPUS if c.id == "reasoning_last")
-    default = v3.build_supervised_example(conv.messages)
-    assert default.tokens.tolist() == oracle(V3, conv.messages, False)
+    # The template drops the reasoning; the renderer refuses to lose it silently.
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content\[0\]: .*render_thinking=True"):
+        v3.build_supervised_example(conv.messages)
+    stripped = without_reasoning(conv).messages
+    assert v3.build_supervised_example(stripped).tokens.tolist() == oracle(V3, conv.messages, False)
     example = v3.build_supervised_example(conv.messages, render_thinking=True)
     expected = (
         BOS + "<｜User｜>Is 17 prime?<｜Assistant｜><think>\n"
@@ -1264,7 +1283,7 @@ def completions() -> list[tuple[Any, list[int], dict[str, Any]]]:
     v3, v31 = renderer_for(V3), renderer_for(V31)
     out: list[tuple[Any, list[int], dict[str, Any]]] = []
     modes: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-        (V3, {"fix_tool_format": True}, {}),
+        (V3, {"fix_tool_format": True, "render_thinking": True}, {}),
         (V31, {"thinking": True, "keep_thinking": True}, {"thinking": True}),
     ]
     for model_id, kw, parse_kw in modes:
