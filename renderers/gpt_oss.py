@@ -115,7 +115,7 @@ from renderers.messages import (
     UnparsedToolCallPart,
 )
 from renderers.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
-from renderers.rendering import Renderer, TokenWriter
+from renderers.rendering import Renderer, TokenWriter, checked_arguments
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["GptOssOptions", "GptOssRenderer"]
@@ -415,6 +415,8 @@ class _Conversion:
     def _call(self, part: Part, i: int, k: int) -> HarmonyMessage:
         if type(part) is ToolCallPart:
             name, body, content_type = part.name, part.arguments, part.content_type
+            if content_type is None or content_type.endswith("json"):
+                checked_arguments(part, i)
         else:
             assert type(part) is UnparsedToolCallPart
             if part.name is None:
@@ -423,6 +425,11 @@ class _Conversion:
                     "be rendered in gpt_oss"
                 )
             name, body, content_type = part.name, part.raw, None
+        if not name or any(c.isspace() for c in name):
+            raise ValueError(
+                f"messages[{i}]: tool name {name!r} cannot be a Harmony recipient "
+                "(it must be non-empty and hold no whitespace)"
+            )
         if content_type is None:
             content_type = "json" if self.template else "<|constrain|>json"
         return HarmonyMessage(

@@ -210,6 +210,11 @@ class Qwen3Renderer(Renderer):
                 w.control(self.tool_call, i, True)
                 if type(part) is ToolCallPart:
                     arguments = checked_arguments(part, i)
+                    if json.dumps(part.name, ensure_ascii=False)[1:-1] != part.name:
+                        raise ValueError(
+                            f"messages[{i}]: tool name {part.name!r} needs JSON escaping, which "
+                            "qwen3's template does not do (it writes the name unescaped)"
+                        )
                     w.text(
                         '\n{"name": "' + part.name + '", "arguments": ' + arguments + "}\n", i, True
                     )

@@ -205,11 +205,12 @@ class TokenTable:
 
     def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
         """Raise ``ValueError`` naming the first position holding an invalid token id
-        (not an integer, negative, or not in the vocabulary)."""
+        (not an integer, negative, or not in the vocabulary). Python ints (a ``bool`` is
+        one) and NumPy integers are integers."""
         valid = self.valid
         n = self.vocab_size
         for pos, t in enumerate(ids):
-            if not isinstance(t, (int, np.integer)) or isinstance(t, bool):
+            if not isinstance(t, (int, np.integer)):
                 raise ValueError(
                     f"token_ids[{offset + pos}] = {t!r} is not an integer token id"
                 )

@@ -74,20 +74,7 @@ def test_unknown_role_names_the_message(spec: Spec, role: str) -> None:
 NOT_JSON = ["{not json", "", "{'single': 'quotes'}", '{"a": 1} trailing', "{\"a\": NaN"]
 
 
-def _xfail_gpt_oss_arguments(spec: Spec) -> Any:
-    return pytest.param(
-        spec,
-        id=repr(spec),
-        marks=pytest.mark.xfail(
-            spec.name == "gpt_oss",
-            strict=True,
-            reason="gpt_oss.py does not check tool-call arguments yet (its author adds "
-            "checked_arguments in _Conversion._call; see the issue-7 report)",
-        ),
-    )
-
-
-@pytest.mark.parametrize("spec", [_xfail_gpt_oss_arguments(s) for s in SPECS])
+@pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize("arguments", NOT_JSON)
 def test_tool_call_arguments_that_are_not_json_name_the_message(
     spec: Spec, arguments: str
@@ -297,8 +284,10 @@ def test_a_uint64_array_beyond_int64_names_the_position(spec: Spec) -> None:
 def test_non_integer_token_ids_name_the_position(spec: Spec) -> None:
     r = spec.renderer()
     good = _good_ids(r, 60)
-    # (bools are left out: the engine's long path takes True as id 1, its short path
-    # rejects it; see the issue-7 report)
+    # A bool is an int in Python: both paths read True as id 1, alike.
+    for k, n in ((2, 5), (55, 60)):
+        with_bool = r.parse_response([*good[:k], True, *good[k:n]])
+        assert with_bool == r.parse_response([*good[:k], 1, *good[k:n]])
     for bad in (1.5, 2.0, "3", None):
         for k, n in ((2, 5), (55, 60)):  # the short and the long path
             with pytest.raises(ValueError, match=rf"token_ids\[{k}\] = .* is not an integer"):
@@ -310,3 +299,23 @@ def test_non_integer_token_ids_name_the_position(spec: Spec) -> None:
     for array in (np.asarray([1.0, 2.0]), np.asarray([[1, 2]])):
         with pytest.raises(ValueError, match=r"token_ids\[0\]"):
             r.parse_response(array)
+
+
+@pytest.mark.parametrize("name", ['say "hi"', "two\nlines", "back\\slash"])
+def test_qwen3_tool_names_that_need_json_escaping_are_rejected(name: str) -> None:
+    r = next(s for s in SPECS if s.name == "qwen3").renderer()
+    call = {"type": "function", "function": {"name": name, "arguments": "{}"}}
+    with pytest.raises(ValueError, match=r"messages\[1\]: tool name .* needs JSON escaping"):
+        r.build_generation_prompt(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+        )
+
+
+@pytest.mark.parametrize("name", ["a b", " lead", "tab\tname"])
+def test_gpt_oss_tool_names_with_whitespace_are_rejected(name: str) -> None:
+    r = next(s for s in SPECS if s.name == "gpt_oss").renderer()
+    call = {"type": "function", "function": {"name": name, "arguments": "{}"}}
+    with pytest.raises(ValueError, match=r"messages\[1\]: tool name .* Harmony recipient"):
+        r.build_generation_prompt(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+        )

@@ -30,17 +30,26 @@ HARMLESS_ANSWER = "plain answer"
 # in assistant text (only) these formats get the control strings without "</think>".
 SPLITS_AT_THINK_END = {"qwen3", "deepseek_v3.1"}
 
+# Harmony addresses a call to a recipient that ends at whitespace: gpt-oss rejects tool
+# names holding whitespace, so there the names carry the text without it.
+NAMES_WITHOUT_WHITESPACE = {"gpt_oss"}
+
+
+def tool_name(spec: Spec, x: str) -> str:
+    return "".join(x.split()) if spec.name in NAMES_WITHOUT_WHITESPACE else x
+
 
 def conversation(
     spec: Spec, x: str, answer: str, *, reasoning: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Messages and tools with ``x`` in every free-text field and ``answer`` as the
     assistants' text, ending with a trained assistant answer."""
+    name = tool_name(spec, x)
     tools = [
         {
             "type": "function",
             "function": {
-                "name": x,
+                "name": name,
                 "description": x,
                 "parameters": {
                     "type": "object",
@@ -62,11 +71,11 @@ def conversation(
                 {
                     "id": "call_1",
                     "type": "function",
-                    "function": {"name": x, "arguments": arguments},
+                    "function": {"name": name, "arguments": arguments},
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "call_1", "name": x, "content": x},
+        {"role": "tool", "tool_call_id": "call_1", "name": name, "content": x},
         {"role": "user", "content": x},
         {"role": "assistant", "content": answer, **think, "name": x},
     ]
@@ -99,7 +108,8 @@ def check_ordinary(spec: Spec, x: str, *, reasoning: bool) -> None:
         expected = build(safe_messages, safe_tools)
         assert _controls(r, got) == _controls(r, expected)
         # The same characters where the harmless text was: nothing dropped or altered.
-        text = r.decode(expected).replace(HARMLESS_ANSWER, answer).replace(HARMLESS, x)
+        text = r.decode(expected).replace(tool_name(spec, HARMLESS), tool_name(spec, x))
+        text = text.replace(HARMLESS_ANSWER, answer).replace(HARMLESS, x)
         assert r.decode(got) == text
 
 
