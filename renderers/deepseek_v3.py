@@ -309,6 +309,7 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 parts = [
                     p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
                 ]
+                _check_leading_reasoning(parts, i)
                 has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
                 if fixed or not has_calls:
                     # Header: <｜Assistant｜> after anything but tool outputs.
@@ -523,6 +524,18 @@ def _plain_text(m: Message, i: int, format_name: str) -> str:
                     f"{format_name}, got {type(p).__name__}"
                 )
     return m.text
+
+
+def _check_leading_reasoning(parts: list[Part], i: int) -> None:
+    """R1-style reasoning is one ``<think>`` block at the start of the turn: a later one
+    would be written as text that reads back as text."""
+    for k, part in enumerate(parts):
+        if type(part) is ThinkingPart and k > 0:
+            raise ValueError(
+                f"messages[{i}].content[{k}]: deepseek_v3 writes reasoning R1-style, one "
+                "<think> block at the start of the turn; merge the reasoning into the first "
+                "part or remove it"
+            )
 
 
 def _reject_reasoning(m: Message, i: int) -> None:

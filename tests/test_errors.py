@@ -319,3 +319,12 @@ def test_gpt_oss_tool_names_with_whitespace_are_rejected(name: str) -> None:
         r.build_generation_prompt(
             [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
         )
+
+
+def test_deepseek_v3_reasoning_after_the_start_of_a_turn_is_rejected() -> None:
+    r = next(s for s in SPECS if s.name == "deepseek_v3").renderer()
+    message = Message("assistant", [TextPart("a"), ThinkingPart("later"), TextPart("b")])
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content\[1\]: .* R1-style"):
+        r.build_supervised_example(
+            [{"role": "user", "content": "x"}, message], render_thinking=True
+        )

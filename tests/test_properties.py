@@ -287,10 +287,19 @@ def _plain_call(p: Part) -> Part:
     return UnparsedToolCallPart(p.raw, "?")
 
 
+def leading_reasoning_only(m: Message) -> Message:
+    """DeepSeek-V3 writes reasoning R1-style, one block at the start of a turn (later
+    reasoning is a caller error): keep a thinking part only there."""
+    return Message(
+        m.role, [p for k, p in enumerate(m.parts) if k == 0 or type(p) is not ThinkingPart]
+    )
+
+
 def v3_fixed_canonical(m: Message) -> Message | None:
-    """``fix_tool_format=True, render_thinking=True``: parts in order; reasoning is written
-    as R1-style text, which the parser reads back as reasoning only at the very start of
-    the completion (elsewhere it is text); calls carry no ids."""
+    """``fix_tool_format=True, render_thinking=True``: parts in order; reasoning (only at
+    the start, see :func:`leading_reasoning_only`) is written as R1-style text, which the
+    parser reads back as reasoning at the very start of the completion; calls carry no
+    ids."""
     parts: list[Part] = []
     for p in m.parts:
         if type(p) is ThinkingPart:
@@ -623,7 +632,7 @@ SPECS = [
         "deepseek_v3",
         "deepseek-ai/DeepSeek-V3",
         (("fix_tool_format", True), ("render_thinking", True)),
-        strategies.assistant_messages(),
+        strategies.assistant_messages().map(leading_reasoning_only),
         v3_fixed_canonical,
         DEEPSEEK_V3,
     ),
