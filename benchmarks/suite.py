@@ -236,16 +236,20 @@ def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int)
 
 def _bench_options(name: str, config: Config) -> dict[str, Any]:
     """Options under which each format expresses the workload: gpt-oss with today's date
-    (the template's clock), DeepSeek-V3 R1-style with its tool-call defects corrected."""
+    (the template's clock), DeepSeek-V3 R1-style with its tool-call defects corrected,
+    DeepSeek-V3.1 in thinking mode keeping the trained turn's reasoning."""
     if name == "gpt_oss":
         return {"date": config.today}
     if name == "deepseek_v3":
         return {"render_thinking": True, "fix_tool_format": True}
+    if name == "deepseek_v3.1":  # thinking mode: the completion starts inside reasoning
+        return {"thinking": True, "keep_thinking": True}
     return {}
 
 
-# Formats without reasoning: their conversation has none (it would be a caller error).
-_NO_REASONING = ("kimi_k2", "deepseek_v3")
+# Formats whose default rendering cannot express the conversation's reasoning (a caller
+# error; their templates drop it): they render it without reasoning, token-identically.
+_NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1")
 
 
 def _render_rows(renderer: Renderer, config: Config) -> list[Row]:

@@ -114,7 +114,7 @@ def _expressible(renderer: Renderer, parts: list[Any]) -> list[Any]:
         return [p for p in parts if isinstance(p, (ThinkingPart, TextPart))]
     if renderer.name == "kimi_k2":  # an instruct model: no reasoning
         return [p for p in parts if not isinstance(p, ThinkingPart)]
-    if renderer.name == "deepseek_v3":  # R1-style: one think block, at the start
+    if renderer.name in ("deepseek_v3", "deepseek_v3.1"):  # one think block, at the start
         return [p for k, p in enumerate(parts) if k == 0 or not isinstance(p, ThinkingPart)]
     return parts
 

@@ -121,7 +121,7 @@ Divergences from both templates, on purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -138,10 +138,18 @@ from renderers.parsing import (
     THINKING,
     TOOL_CALL,
     MarkerScanner,
+    ParseResult,
     StreamParser,
     ToolCallBuilder,
 )
-from renderers.rendering import Renderer, TokenWriter, checked_arguments
+from renderers.rendering import (
+    Renderer,
+    TokenWriter,
+    checked_arguments,
+    plain_text,
+    section_closing,
+)
+from renderers.rollout import ExtensionProperty
 
 __all__ = [
     "DeepSeekV3Options",
@@ -227,6 +235,26 @@ class _DeepSeekRenderer(Renderer):
     def stop_token_ids(self) -> tuple[int, ...]:
         return (self.eos,)
 
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    def _think_end_ids(self) -> list[int]:
+        raise NotImplementedError
+
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        if result.stop_token_id is not None:
+            return 0, []
+        return 0, section_closing(
+            result,
+            completion_ids,
+            think_end=self._think_end_ids(),
+            call_end=self.call_end,
+            section_begin=self.calls_begin,
+            section_end=self.calls_end,
+            stop=self.eos,
+        )
+
     # -- shared rendering -----------------------------------------------------------------
 
     def _check(self, messages: list[Message]) -> None:
@@ -237,7 +265,7 @@ class _DeepSeekRenderer(Renderer):
                     f"(expected one of {', '.join(_ROLES)})"
                 )
             if m.role != "assistant":
-                _plain_text(m, i, self.format_name)
+                plain_text(m, i, self.format_name)
 
     def _system_prompt(self, w: TokenWriter, messages: list[Message]) -> None:
         """``<｜begin▁of▁sentence｜>`` and every system message, joined by a blank line."""
@@ -403,6 +431,31 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
             self._raw_call(w, i, part.raw)
         w.control(self.call_end, i, True)
 
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "tool calls are re-serialized in fenced JSON",
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
+        ]
+        if not self.options.fix_tool_format:
+            reasons.insert(0, "the template's tool-call defects re-render earlier turns")
+        if not self.options.render_thinking:
+            reasons.insert(0, "reasoning is not written at all")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+    def _think_end_ids(self) -> list[int]:
+        return self.table.encode(_R1_CLOSE)  # R1-style reasoning is text
+
+    def _continuation_context(
+        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Message]:
+        # The template marks only the first tool output of a conversation with
+        # <｜tool▁outputs▁begin｜>: an earlier tool exchange must be in the context.
+        if self.outputs_begin in prompt_ids:
+            call = ToolCallPart("f", "{}")
+            return [Message("user", ""), Message("assistant", [call]), Message("tool", "")]
+        return [Message("user", "")]
+
     def _new_parser(self, options: DeepSeekV3Options, events: bool) -> StreamParser:
         return _V3Parser(self, events)
 
@@ -452,6 +505,14 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                     and is_last_user
                     and i == len(messages) - 1
                 )
+                if not add_generation_prompt and i == len(messages) - 1 and not keep:
+                    _reject_trained_reasoning(
+                        parts,
+                        i,
+                        after_tools=is_tool,
+                        after_user=is_last_user,
+                        keeping=options.thinking and options.keep_thinking,
+                    )
                 if is_last_user:
                     w.control(self.assistant, i)
                     w.control(self.think if keep else self.think_end, i)
@@ -507,6 +568,26 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
             w.control(self.calls_end, i, True)
         w.control(self.eos, i, True)
 
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        return ExtensionProperty(
+            False,
+            "history turns are written without reasoning (after <｜Assistant｜></think>), "
+            "which thinking-mode prompts (<think>) did not show; tool calls are "
+            "re-serialized; text is re-tokenized",
+        )
+
+    def _think_end_ids(self) -> list[int]:
+        return [self.think_end]
+
+    def _parse_after_prompt(
+        self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
+    ) -> ParseResult:
+        # A completion starts inside reasoning exactly when its prompt opened a think block
+        # (after tool outputs the template's generation prompt adds nothing).
+        opened = bool(prompt_ids) and prompt_ids[-1] == self.think
+        return self.parse_response(completion_ids, **{**options, "thinking": opened})
+
     def _new_parser(self, options: DeepSeekV31Options, events: bool) -> StreamParser:
         return _V31Parser(self, events, thinking=options.thinking)
 
@@ -514,16 +595,22 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _plain_text(m: Message, i: int, format_name: str) -> str:
-    """The text of a non-assistant message (text parts joined)."""
-    if not isinstance(m.content, str):
-        for k, p in enumerate(m.content):
-            if type(p) is not TextPart:
-                raise ValueError(
-                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
-                    f"{format_name}, got {type(p).__name__}"
-                )
-    return m.text
+def _reject_trained_reasoning(
+    parts: list[Part], i: int, *, after_tools: bool, after_user: bool, keeping: bool
+) -> None:
+    """The template drops every turn's reasoning; in a supervised example the trained
+    (last) turn would silently lose the reasoning it should teach: a caller error."""
+    if any(type(p) is ThinkingPart and p.text for p in parts):
+        if after_tools:
+            how = "a turn right after tool outputs has no think block in this format"
+        elif keeping or not after_user:
+            how = "keep_thinking keeps the reasoning of a turn right after a user message only"
+        else:
+            how = "pass thinking=True, keep_thinking=True to train on it"
+        raise ValueError(
+            f"messages[{i}]: deepseek_v3.1's template drops the reasoning of this trained "
+            f"turn; {how}, or remove the reasoning"
+        )
 
 
 def _check_leading_reasoning(parts: list[Part], i: int) -> None:
@@ -552,15 +639,15 @@ def _reject_reasoning(m: Message, i: int) -> None:
 
 def _split_inline_reasoning(parts: list[Part]) -> list[Part]:
     """V3.1's template drops a plain answer's text up to its first ``</think>`` (reasoning
-    written inline). That text becomes the reasoning unless the message has its own."""
+    written inline). That text becomes the reasoning, after any the message has in parts."""
     text = "".join(p.text for p in parts if type(p) is TextPart)
     if THINK_END not in text:
         return parts
     before, after = text.split(THINK_END, 1)
-    thinking: list[Part] = [p for p in parts if type(p) is ThinkingPart]
-    if not thinking:
-        thinking = [ThinkingPart(before.removeprefix(THINK))]
-    return [*thinking, *([TextPart(after)] if after else [])]
+    # Reasoning of the message's own parts, then the inline reasoning: neither is dropped.
+    own = "".join(p.text for p in parts if type(p) is ThinkingPart)
+    reasoning = own + before.removeprefix(THINK)
+    return [ThinkingPart(reasoning), *([TextPart(after)] if after else [])]
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -820,6 +907,15 @@ class _V3Parser(_DeepSeekParser):
         self._head = b""
         self._scanner = MarkerScanner()
         self.asm.open(TEXT, 0)
+
+    def _text_ok(self, data: bytes) -> bool:
+        phase = self._phase
+        if phase == _TEXT_PHASE:
+            return True
+        if phase == _THINK_PHASE and b"<" not in data and not self._scanner.holding:
+            self._scanner.skip(len(data))  # cannot hold or continue "</think>"
+            return True
+        return False
 
     def _on_bytes(self, data: bytes) -> None:
         if self._phase == _TEXT_PHASE:

@@ -115,7 +115,7 @@ from renderers.messages import (
     UnparsedToolCallPart,
 )
 from renderers.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
-from renderers.rendering import Renderer, TokenWriter, checked_arguments
+from renderers.rendering import Renderer, TokenWriter, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["GptOssOptions", "GptOssRenderer"]
@@ -283,18 +283,6 @@ class _Item:
     end_sampled: bool = True
 
 
-def _plain_text(m: Message, i: int) -> str:
-    """The text of a non-assistant message (text parts joined)."""
-    if not isinstance(m.content, str):
-        for k, p in enumerate(m.content):
-            if type(p) is not TextPart:
-                raise ValueError(
-                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
-                    f"gpt_oss, got {type(p).__name__}"
-                )
-    return m.text
-
-
 def _is_call(part: Part) -> bool:
     return type(part) is ToolCallPart or type(part) is UnparsedToolCallPart
 
@@ -339,7 +327,7 @@ class _Conversion:
         for i in range(self.start, len(messages)):
             m = messages[i]
             if m.role == "user":
-                self.items.append(_Item(HarmonyMessage("user", _plain_text(m, i)), i))
+                self.items.append(_Item(HarmonyMessage("user", plain_text(m, i, "gpt_oss")), i))
             elif m.role == "tool":
                 self._tool_result(m, i)
             elif m.role == "assistant":
@@ -368,7 +356,7 @@ class _Conversion:
                 f"messages[{i}]: a tool result without a preceding tool call (gpt_oss names "
                 "the result after the call; give the message a name)"
             )
-        text = _plain_text(m, i)
+        text = plain_text(m, i, "gpt_oss")
         body = _tojson(text) if self.template else text
         self.items.append(
             _Item(
@@ -493,7 +481,7 @@ class GptOssRenderer(Renderer):
             w, HarmonyMessage("system", system), has_function_tools=functions is not None
         )
         start = 1 if messages and messages[0].role in ("system", "developer") else 0
-        instructions = _plain_text(messages[0], 0) if start else ""
+        instructions = plain_text(messages[0], 0, "gpt_oss") if start else ""
         if instructions or functions is not None:
             if template:
                 text = f"# Instructions\n\n{instructions}\n\n" if instructions else ""
@@ -539,6 +527,7 @@ class GptOssRenderer(Renderer):
         reasons = [
             "models sample the recipient after the channel (history writes it before)",
             "a final answer sampled with <|return|> is written with <|end|> in history",
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
         ]
         if self.options.dialect == "template":
             reasons.insert(
@@ -548,7 +537,9 @@ class GptOssRenderer(Renderer):
             reasons.insert(0, "analysis of earlier turns is dropped after a final answer")
         return ExtensionProperty(False, "; ".join(reasons))
 
-    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
         tk = self.tokens
         if result.stop_token_id in (tk.return_, tk.end_of_text):
             return 1, [tk.end]  # history ends a final answer with <|end|>

@@ -55,7 +55,7 @@ Divergences from the templates, on purpose:
   templates write any string verbatim), and K2-Instruct rejects reasoning (see above);
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
-  ``reasoning_content``, and would drop them);
+  ``reasoning_content``; a thinking item of list content would be written as answer text);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
 - assistant parts in a non-canonical order (``[text, tool call, text]``,
@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,8 +98,15 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import TEXT, THINKING, TOOL_CALL, MarkerScanner, StreamParser
-from renderers.rendering import Renderer, TokenWriter, checked_arguments
+from renderers.parsing import TEXT, THINKING, TOOL_CALL, MarkerScanner, ParseResult, StreamParser
+from renderers.rendering import (
+    Renderer,
+    TokenWriter,
+    checked_arguments,
+    plain_text,
+    section_closing,
+)
+from renderers.rollout import ExtensionProperty
 
 __all__ = [
     "KimiK2Options",
@@ -290,7 +297,7 @@ class _KimiK2Base(Renderer):
     def _tool_result(
         self, w: TokenWriter, m: Message, i: int, ids: _CallIds, initial: bool
     ) -> None:
-        text = _plain_text(m, i, self.name)
+        text = plain_text(m, i, self.name)
         if initial:
             w.text(f"## Return of {m.tool_call_id or ''}\\n{text}", i)
         else:
@@ -300,6 +307,45 @@ class _KimiK2Base(Renderer):
 
     def _new_parser(self, options: Any, events: bool) -> StreamParser:
         return _KimiK2Parser(self, events)
+
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "tool-call ids are renumbered across the conversation",
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
+        ]
+        if self._has_thinking:
+            reasons.insert(0, "reasoning of turns up to the first plain answer is dropped")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        if result.stop_token_id is not None:
+            return 0, []
+        return 0, section_closing(
+            result,
+            completion_ids,
+            think_end=[self.think_end] if self.think_end is not None else [],
+            call_end=self.call_end,
+            section_begin=self.section_begin,
+            section_end=self.section_end,
+            stop=self.im_end,
+        )
+
+    def _continuation_context(
+        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Message]:
+        # Call ids count calls across the conversation (functions.NAME:IDX): the context
+        # holds as many answered calls as the prompt shows.
+        calls = sum(1 for t in prompt_ids if t == self.call_begin)
+        if not calls:
+            return [Message("user", "")]
+        assistant = Message("assistant", [ToolCallPart("f", "{}") for _ in range(calls)])
+        results = [Message("tool", "") for _ in range(calls)]
+        return [Message("user", ""), assistant, *results]
 
 
 class KimiK2Renderer(_KimiK2Base):
@@ -341,7 +387,7 @@ class KimiK2Renderer(_KimiK2Base):
             if m.role == "tool":
                 self._tool_result(w, m, i, ids, initial)
             else:
-                w.text(_plain_text(m, i, self.name), i)
+                w.text(plain_text(m, i, self.name), i)
             w.control(self.im_end, i)
         if add_generation_prompt:
             self._generation_prompt(w)
@@ -371,11 +417,7 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             last = max((k for k, m in enumerate(messages) if m.role == "assistant"), default=0)
             considered = messages[:last]
         split = next(
-            (
-                k
-                for k, m in enumerate(considered)
-                if m.role == "assistant" and not _has_calls(m)
-            ),
+            (k for k, m in enumerate(considered) if m.role == "assistant" and not _has_calls(m)),
             -1,
         )
         self._tool_declaration(w, tools)
@@ -387,6 +429,8 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             if m.role == "assistant":
                 parts = _assistant_parts(m)
                 if i <= split:
+                    if not add_generation_prompt and i == len(messages) - 1:
+                        _reject_trained_reasoning(parts, i)
                     parts = [p for p in parts if type(p) is not ThinkingPart]
                 if not parts or type(parts[0]) is not ThinkingPart:
                     assert self.think is not None and self.think_end is not None
@@ -398,10 +442,21 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             if m.role == "tool":
                 self._tool_result(w, m, i, ids, initial=False)
             else:
-                w.text(_plain_text(m, i, self.name), i)
+                w.text(plain_text(m, i, self.name), i)
             w.control(self.im_end, i)
         if add_generation_prompt:
             self._generation_prompt(w)
+
+
+def _reject_trained_reasoning(parts: list[Part], i: int) -> None:
+    """The template writes ``<think></think>`` for the conversation's first plain answer;
+    in a supervised example that silently drops the reasoning being trained on."""
+    if any(type(p) is ThinkingPart and p.text for p in parts):
+        raise ValueError(
+            f"messages[{i}]: kimi_k2_thinking's template drops the reasoning of this trained "
+            "turn (the conversation's first plain answer); pass keep_last_reasoning=True to "
+            "train on it, or remove the reasoning"
+        )
 
 
 class _CallIds:
@@ -427,18 +482,6 @@ class _CallIds:
         return f"functions.{name or 'unknown'}:{self.count}"
 
 
-def _plain_text(m: Message, i: int, renderer: str) -> str:
-    """The text of a non-assistant message (text parts joined)."""
-    if not isinstance(m.content, str):
-        for k, p in enumerate(m.content):
-            if type(p) is not TextPart:
-                raise ValueError(
-                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
-                    f"{renderer}, got {type(p).__name__}"
-                )
-    return m.text
-
-
 def _reject_reasoning(messages: list[Message]) -> None:
     """Kimi-K2-Instruct is not a reasoning model: its templates drop reasoning, and silently
     dropping it would corrupt training data."""
@@ -461,9 +504,7 @@ def _has_calls(m: Message) -> bool:
 def _assistant_parts(m: Message) -> list[Part]:
     """The parts to write; empty thinking and text parts write nothing."""
     return [
-        p
-        for p in m.parts
-        if not ((type(p) is TextPart or type(p) is ThinkingPart) and not p.text)
+        p for p in m.parts if not ((type(p) is TextPart or type(p) is ThinkingPart) and not p.text)
     ]
 
 
@@ -496,12 +537,17 @@ def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
     raw = _ARGUMENT_MARKER.join(segments[:2]) + "".join(segments[2:])
     if incomplete:
         return UnparsedToolCallPart(
-            raw, "cut off before <|tool_call_end|>", name=name, id=call_id or None,
+            raw,
+            "cut off before <|tool_call_end|>",
+            name=name,
+            id=call_id or None,
             incomplete=True,
         )
     if len(segments) < 2:
         return UnparsedToolCallPart(
-            raw, "no <|tool_call_argument_begin|> in the tool call", name=name,
+            raw,
+            "no <|tool_call_argument_begin|> in the tool call",
+            name=name,
             id=call_id or None,
         )
     if name is None:
@@ -568,6 +614,13 @@ class _KimiK2Parser(StreamParser):
         if state == _SECTION:
             return (_SECTION_END_TEXT,)
         return ()
+
+    def _text_ok(self, data: bytes) -> bool:
+        scanner = self._scanner
+        if b"<" in data or scanner.holding:  # every marker starts with "<"
+            return False
+        scanner.skip(len(data))
+        return True
 
     def _on_bytes(self, data: bytes) -> None:
         scanner = self._scanner

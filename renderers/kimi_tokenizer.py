@@ -43,6 +43,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
+from renderers.tokenizer import bytes_to_unicode
+
 __all__ = [
     "KIMI_PATTERN",
     "NUM_RESERVED_SPECIAL_TOKENS",
@@ -108,22 +110,6 @@ def special_token_names(config: Mapping[str, Any], num_base_tokens: int) -> list
     return names
 
 
-def _bytes_to_unicode() -> list[str]:
-    """GPT-2's reversible byte -> printable character map (indexed by byte value)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    table = [""] * 256
-    for b, c in zip(bs, cs, strict=True):
-        table[b] = chr(c)
-    return table
-
-
 def _vocab_and_merges(
     ranks: Mapping[bytes, int],
 ) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -133,9 +119,8 @@ def _vocab_and_merges(
     merge with the merged token's rank as priority; splits of the same token are ordered by
     the ranks of their halves.
     """
-    table = _bytes_to_unicode()
     # Byte strings decode as latin-1 one char per byte; translate maps each to its symbol.
-    translation = {i: table[i] for i in range(256)}
+    translation = bytes_to_unicode()
 
     def to_str(b: bytes) -> str:
         return b.decode("latin-1").translate(translation)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ from renderers.parsing import (
     StreamParser,
     json_object_members,
 )
-from renderers.rendering import Renderer, TokenWriter, checked_arguments
+from renderers.rendering import Renderer, TokenWriter, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen3Options", "Qwen3Renderer"]
@@ -125,19 +125,19 @@ class Qwen3Renderer(Renderer):
             w.control(self.im_start)
             w.text("system\n")
             if first_is_system:
-                w.text(_plain_text(messages[0], 0) + "\n\n")
+                w.text(plain_text(messages[0], 0, "qwen3") + "\n\n")
             w.template(_TOOLS_INTRO)
             for tool in tools:
                 w.text("\n" + json.dumps(tool, ensure_ascii=False))
             w.template(_TOOLS_OUTRO)
         elif first_is_system:
-            self._turn(w, "system", _plain_text(messages[0], 0))
+            self._turn(w, "system", plain_text(messages[0], 0, "qwen3"))
 
         last_query = _last_query_index(messages)
         n = len(messages)
         for i, m in enumerate(messages):
             if m.role == "user" or (m.role == "system" and i > 0):
-                self._turn(w, m.role, _plain_text(m, i))
+                self._turn(w, m.role, plain_text(m, i, "qwen3"))
             elif m.role == "assistant":
                 parts = _assistant_parts(m)
                 keep_thinking = i > last_query or not options.strip_thinking_history
@@ -150,7 +150,7 @@ class Qwen3Renderer(Renderer):
                     w.text("user")
                 w.text("\n")
                 w.control(self.tool_response)
-                w.text("\n" + _plain_text(m, i) + "\n")
+                w.text("\n" + plain_text(m, i, "qwen3") + "\n")
                 w.control(self.tool_response_end)
                 if i == n - 1 or messages[i + 1].role != "tool":
                     w.control(self.im_end)
@@ -244,7 +244,9 @@ class Qwen3Renderer(Renderer):
             reasons.insert(0, "reasoning of turns before the last user query is dropped")
         return ExtensionProperty(False, "; ".join(reasons))
 
-    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
         if result.stop_token_id is not None:
             return 0, []
         last = result.message.parts[-1] if result.message.parts else None
@@ -253,18 +255,6 @@ class Qwen3Renderer(Renderer):
         if type(last) is UnparsedToolCallPart and last.incomplete:
             return 0, [self.tool_call_end, self.im_end]
         return 0, [self.im_end]
-
-
-def _plain_text(m: Message, i: int) -> str:
-    """The text of a non-assistant message (text parts joined)."""
-    if not isinstance(m.content, str):
-        for k, p in enumerate(m.content):
-            if type(p) is not TextPart:
-                raise ValueError(
-                    f"messages[{i}].content[{k}]: a {m.role} message can only hold text in "
-                    f"qwen3, got {type(p).__name__}"
-                )
-    return m.text
 
 
 def _has_inline_reasoning(m: Message) -> bool:

@@ -18,12 +18,27 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from renderers.messages import Message, ToolCallPart, coerce_messages
+from renderers.messages import (
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+    coerce_messages,
+)
 from renderers.parsing import ParseResult, StreamParser
 from renderers.rollout import ExtensionProperty, Rollout
 from renderers.tokenizer import TokenTable, load_tokenizer, token_table
 
-__all__ = ["Renderer", "SupervisedExample", "TokenWriter", "TrainOn", "checked_arguments"]
+__all__ = [
+    "Renderer",
+    "SupervisedExample",
+    "TokenWriter",
+    "TrainOn",
+    "checked_arguments",
+    "plain_text",
+    "section_closing",
+]
 
 
 class TrainOn(StrEnum):
@@ -351,7 +366,9 @@ class Renderer:
         in a state the prompt decides override this)."""
         return self.parse_response(completion_ids, **options)
 
-    def _close_turn(self, result: ParseResult) -> tuple[int, list[int]]:
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
         """How to end a sampled turn in the history: how many of its last sampled ids the
         format's history form replaces, and the ids that follow (the stop token when the
         sampler dropped it, closers of a turn cut off inside a block)."""
@@ -429,6 +446,46 @@ class Renderer:
             add_generation_prompt,
         )
         return writer
+
+
+def section_closing(
+    result: ParseResult,
+    completion_ids: Sequence[int],
+    *,
+    think_end: Sequence[int],
+    call_end: int,
+    section_begin: int,
+    section_end: int,
+    stop: int,
+) -> list[int]:
+    """The ids that close a turn cut off in a format with tool-call sections (DeepSeek,
+    Kimi): the open reasoning or call, then the open section, then the stop token."""
+    parts = result.message.parts
+    last = parts[-1] if parts else None
+    closing: list[int] = []
+    if type(last) is ThinkingPart and last.incomplete:
+        closing += think_end
+    elif type(last) is UnparsedToolCallPart and last.incomplete:
+        closing.append(call_end)
+    opened = max((k for k, t in enumerate(completion_ids) if t == section_begin), default=-1)
+    closed = max((k for k, t in enumerate(completion_ids) if t == section_end), default=-1)
+    if opened > closed:
+        closing.append(section_end)
+    closing.append(stop)
+    return closing
+
+
+def plain_text(message: Message, index: int, renderer: str) -> str:
+    """The text of a message that can only hold text (system, user, tool) in a format:
+    its text parts joined; a thinking part or tool call there is a caller error."""
+    if not isinstance(message.content, str):
+        for k, part in enumerate(message.content):
+            if type(part) is not TextPart:
+                raise ValueError(
+                    f"messages[{index}].content[{k}]: a {message.role} message can only hold "
+                    f"text in {renderer}, got {type(part).__name__}"
+                )
+    return message.text
 
 
 def checked_arguments(part: ToolCallPart, message_index: int) -> str:

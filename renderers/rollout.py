@@ -66,6 +66,7 @@ class Rollout:
         self._sampled: list[bool] = [False] * len(ids)
         self._prompt_start = 0
         self.results: list[ParseResult] = []
+        self._completion: list[int] = []
         self._awaiting_completion = True
 
     @classmethod
@@ -96,6 +97,7 @@ class Rollout:
         rollout._sampled = [False] * len(rollout._ids)
         rollout._prompt_start = 0
         rollout.results = []
+        rollout._completion = []
         rollout._awaiting_completion = True
         return rollout
 
@@ -119,6 +121,7 @@ class Rollout:
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
         self._ids += ids[:kept]
         self._sampled += [True] * kept
+        self._completion = ids[:kept]
         self.messages.append(result.message)
         self.results.append(result)
         self._awaiting_completion = False
@@ -133,7 +136,7 @@ class Rollout:
         if self._awaiting_completion:
             raise RuntimeError("add_messages() before add_completion(): sample the prompt first")
         new = coerce_messages(new_messages)
-        replaced, closing = self.renderer._close_turn(self.results[-1])
+        replaced, closing = self.renderer._close_turn(self.results[-1], self._completion)
         if replaced:
             del self._ids[-replaced:]
             del self._sampled[-replaced:]

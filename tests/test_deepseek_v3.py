@@ -10,6 +10,12 @@ transformers uses -- and tokenized by the real tokenizer
 checks that this gives what ``apply_chat_template`` gives wherever the latter works.
 Where the renderer renders something the template cannot (corrected tool format, kept
 reasoning), the expectation is hand-written template text tokenized by the real tokenizer.
+
+The V3.1 template drops the reasoning of every assistant turn. For the trained (last)
+turn of a supervised example the renderer refuses that (unless ``thinking=True,
+keep_thinking=True`` keeps it): parity tests then assert the error, assert that the
+template renders the same text with and without that reasoning, and compare the template's
+ids with the renderer's for the turn without it (:func:`v31_trainable`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from typing import Any
 
 import jinja2
@@ -418,10 +425,9 @@ def test_supervised_tokens_match_template(
 ) -> None:
     r = renderer_for(model_id)
     expected = oracle(model_id, conv.messages, False, **kw)
+    messages = v31_trainable(conv.messages, **kw) if model_id == V31 else conv.messages
     for train_on in TrainOn:
-        example = r.build_supervised_example(
-            conv.messages, tools=conv.tools, train_on=train_on, **kw
-        )
+        example = r.build_supervised_example(messages, tools=conv.tools, train_on=train_on, **kw)
         assert example.tokens.tolist() == expected, r.decode(example.tokens.tolist())
         assert example.weights.shape == example.tokens.shape
         assert example.tokens.dtype == np.int64
@@ -467,6 +473,59 @@ def _after_user(messages: list[dict[str, Any]], i: int) -> bool:
     return _after("user", messages, i)
 
 
+def v31_error(i: int, *, after_tools: bool) -> str:
+    """The error for a V3.1 trained turn ``messages[i]`` whose reasoning would be lost."""
+    how = (
+        "a turn right after tool outputs has no think block in this format"
+        if after_tools
+        else "pass thinking=True, keep_thinking=True to train on it"
+    )
+    return re.escape(
+        f"messages[{i}]: deepseek_v3.1's template drops the reasoning of this trained turn; "
+        f"{how}, or remove the reasoning"
+    )
+
+
+def v31_trainable(messages: list[dict[str, Any]], **kw: Any) -> list[dict[str, Any]]:
+    """``messages`` as the V3.1 renderer trains on them with options ``kw``.
+
+    When the last message is an assistant turn whose reasoning the template drops (not
+    kept by ``thinking=True, keep_thinking=True`` right after a user message), the
+    renderer refuses the conversation: asserted here, naming the message and the option.
+    The turn is then given without that reasoning -- its ``reasoning_content``, thinking
+    parts and, for a plain answer not after tool outputs and without reasoning of its own,
+    the inline reasoning up to its first ``</think>`` -- and the template renders the same
+    text with and without it (asserted): the turn as the template trains on it."""
+    i = len(messages) - 1
+    m = messages[i]
+    if m["role"] != "assistant":
+        return messages
+    if kw.get("thinking") and kw.get("keep_thinking") and _after_user(messages, i):
+        return messages
+    after_tools = _after("tool", messages, i)
+    turn = copy.deepcopy(m)
+    lost = turn.pop("reasoning_content", None) or ""
+    content = turn.get("content") or ""
+    own = bool(lost)
+    if isinstance(content, list):
+        thinking = [p for p in content if p["type"] == "thinking"]
+        own = own or bool(thinking)
+        lost += "".join(p.get("text", p.get("thinking", "")) for p in thinking)
+        turn["content"] = [p for p in content if p["type"] != "thinking"]
+        content = "".join(p["text"] for p in turn["content"])
+    if not turn.get("tool_calls") and not after_tools and "</think>" in content:
+        before, turn["content"] = content.split("</think>", 1)
+        if not own:
+            lost += before.removeprefix("<think>")
+    if not lost:
+        return messages
+    trained = [*messages[:i], turn]
+    assert template_text(V31, trained, False, **kw) == template_text(V31, messages, False, **kw)
+    with pytest.raises(ValueError, match=f"^{v31_error(i, after_tools=after_tools)}$"):
+        _renderer(V31).build_supervised_example(messages, **kw)
+    return trained
+
+
 @pytest.mark.parametrize(("model_id", "kw"), [p.values for p in MODES], ids=[p.id for p in MODES])
 def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
     model_id: str, kw: dict[str, Any]
@@ -482,6 +541,8 @@ def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
         messages = conv.messages[: i + 1]
         prompt = oracle(model_id, messages[:-1], True, **kw)
         full = oracle(model_id, messages, False, **kw)
+        if model_id == V31:
+            messages = v31_trainable(messages, **kw)
         example = r.build_supervised_example(messages, tools=conv.tools, **kw)
         assert example.tokens.tolist() == full
         weights = example.weights.tolist()
@@ -496,7 +557,9 @@ def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
         else:
             # Thinking mode: the template writes history as non-thinking turns; weights
             # are those of the non-thinking rendering.
-            plain = r.build_supervised_example(messages, tools=conv.tools, thinking=False)
+            plain = r.build_supervised_example(
+                v31_trainable(messages, thinking=False), tools=conv.tools, thinking=False
+            )
             assert plain.tokens.tolist() == full
             assert weights == plain.weights.tolist()
     documented = []
@@ -518,16 +581,22 @@ def test_all_assistant_weights_are_the_union_of_each_turn(
     model_id: str, kw: dict[str, Any]
 ) -> None:
     r = renderer_for(model_id)
+
+    def trainable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return v31_trainable(messages, **kw) if model_id == V31 else messages
+
     for conv in corpus_for(model_id):
         turns = [i for i, m in enumerate(conv.messages) if m["role"] == "assistant"]
         if not turns:
             continue
         example = r.build_supervised_example(
-            conv.messages, tools=conv.tools, train_on="all_assistant", **kw
+            trainable(conv.messages), tools=conv.tools, train_on="all_assistant", **kw
         )
         expected = np.zeros(len(example.tokens), dtype=np.float32)
         for i in turns:
-            part = r.build_supervised_example(conv.messages[: i + 1], tools=conv.tools, **kw)
+            part = r.build_supervised_example(
+                trainable(conv.messages[: i + 1]), tools=conv.tools, **kw
+            )
             n = len(part.tokens)
             assert example.tokens[:n].tolist() == part.tokens.tolist()
             expected[:n] = np.maximum(expected[:n], part.weights)
@@ -688,8 +757,15 @@ def test_v31_keep_thinking_golden(v31: DeepSeekV31Renderer) -> None:
     n = len(prompt)
     assert example.tokens.tolist()[:n] == prompt
     assert example.weights.tolist() == [0.0] * n + [1.0] * (len(example.tokens) - n)
-    # Without thinking mode the option has no effect.
-    assert v31.build_supervised_example(messages, keep_thinking=True).tokens.tolist() == oracle(
+    # Without thinking mode the option has no effect: the template drops the trained
+    # turn's reasoning, which is an error naming the option (as without the option, and
+    # with thinking=True alone); without that reasoning the template's rendering results.
+    for options in _WITHOUT_KEEP:
+        with pytest.raises(ValueError, match=f"^{v31_error(3, after_tools=False)}$"):
+            v31.build_supervised_example(messages, **options)
+    stripped = [*messages[:3], {k: v for k, v in messages[3].items() if k != "reasoning_content"}]
+    assert template_text(V31, stripped, False) == template_text(V31, messages, False)
+    assert v31.build_supervised_example(stripped, keep_thinking=True).tokens.tolist() == oracle(
         V31, messages, False
     )
 
@@ -700,7 +776,8 @@ def test_v31_keep_thinking_extends_the_thinking_prompt(v31: DeepSeekV31Renderer)
         for i, m in enumerate(conv.messages):
             if m["role"] != "assistant" or i == 0:
                 continue
-            messages = conv.messages[: i + 1]
+            # (After tool outputs reasoning cannot be kept: asserted, and left out.)
+            messages = v31_trainable(conv.messages[: i + 1], thinking=True, keep_thinking=True)
             prompt = v31.build_generation_prompt(messages[:-1], thinking=True)
             assert prompt == oracle(V31, messages[:-1], True, thinking=True)
             example = v31.build_supervised_example(messages, thinking=True, keep_thinking=True)
@@ -755,6 +832,175 @@ def test_adversarial_corpus_entry(v3: DeepSeekV3Renderer, v31: DeepSeekV31Render
         assert r.decode(got) == template_text(model_id, conv.messages, False)
     got = v31.build_generation_prompt(conv.messages[:1])
     assert got.count(v31.think_end) == 1  # the prompt's own </think>, not the user's
+
+
+# -- reasoning of the trained turn (V3.1) -------------------------------------------------------
+
+_QUESTION = {"role": "user", "content": "Is 17 prime?"}
+_MODES: tuple[dict[str, Any], ...] = ({"thinking": False}, {"thinking": True})
+_KEEP: dict[str, Any] = {"thinking": True, "keep_thinking": True}
+_WITHOUT_KEEP: tuple[dict[str, Any], ...] = ({}, {"thinking": True}, {"keep_thinking": True})
+_V31_HISTORY: list[dict[str, Any]] = [
+    SYS,
+    _QUESTION,
+    {"role": "assistant", "content": "Let me see.", "reasoning_content": "Think first."},
+    _QUESTION,
+]
+# Trained turns with reasoning (each after _V31_HISTORY, so messages[4]), and the
+# reasoning as the model samples it in thinking mode.
+_V31_REASONING_TURNS: list[tuple[dict[str, Any], str]] = [
+    ({"role": "assistant", "content": "Yes.", "reasoning_content": "No divisors."}, "No divisors."),
+    (
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "text": "No divisors."},
+                {"type": "text", "text": "Yes."},
+            ],
+        },
+        "No divisors.",
+    ),
+    ({"role": "assistant", "content": "No divisors.</think>Yes."}, "No divisors."),
+    (
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "Look it up.",
+            "tool_calls": TOOL_MSG,
+        },
+        "Look it up.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("turn", "reasoning"), _V31_REASONING_TURNS)
+def test_v31_trained_turn_whose_reasoning_the_template_drops_is_an_error(
+    v31: DeepSeekV31Renderer, turn: dict[str, Any], reasoning: str
+) -> None:
+    """Training on a turn the template writes without its reasoning (reasoning_content,
+    a thinking part, inline reasoning before ``</think>``; plain or before tool calls)
+    would silently teach the turn without it: a ValueError naming the message and the
+    option that keeps it, whatever the loss weights and unless thinking=True,
+    keep_thinking=True."""
+    messages = [*_V31_HISTORY, turn]
+    for options in _WITHOUT_KEEP:
+        for train_on in TrainOn:
+            with pytest.raises(ValueError, match=f"^{v31_error(4, after_tools=False)}$"):
+                v31.build_supervised_example(messages, train_on=train_on, **options)
+    # As history (a generation prompt, or a later trained turn), the template's
+    # rendering, without an error.
+    later = [*messages, {"role": "user", "content": "And 21?"}]
+    for options in _MODES:
+        assert v31.build_generation_prompt(later, **options) == oracle(V31, later, True, **options)
+        answered = [*later, {"role": "assistant", "content": "No."}]
+        example = v31.build_supervised_example(answered, **options)
+        assert example.tokens.tolist() == oracle(V31, answered, False, **options)
+    # The option keeps it: the turn as the model samples it in thinking mode.
+    example = v31.build_supervised_example(messages, thinking=True, keep_thinking=True)
+    prompt = oracle(V31, messages[:-1], True, thinking=True)
+    tokens = example.tokens.tolist()
+    assert tokens[: len(prompt)] == prompt
+    assert example.weights.tolist() == [0.0] * len(prompt) + [1.0] * (len(tokens) - len(prompt))
+    assert v31.decode(tokens[len(prompt) :]).startswith(reasoning + "</think>")
+
+
+def test_v31_reasoning_after_tool_outputs_cannot_be_trained(v31: DeepSeekV31Renderer) -> None:
+    """After tool outputs the format has no think block (no ``<｜Assistant｜>`` header):
+    the reasoning of such a trained turn cannot be kept even with keep_thinking=True, and
+    the error says so."""
+    messages: list[dict[str, Any]] = [
+        _QUESTION,
+        {"role": "assistant", "content": None, "tool_calls": TOOL_MSG},
+        result("c1", "18°C"),
+        {"role": "assistant", "content": "18°C.", "reasoning_content": "The tool says 18."},
+    ]
+    for options in (*_WITHOUT_KEEP, _KEEP):
+        with pytest.raises(ValueError, match=f"^{v31_error(3, after_tools=True)}$"):
+            v31.build_supervised_example(messages, **options)
+    # "</think>" after tool outputs is answer text (the template writes it), not inline
+    # reasoning: no error. (Encoded as ordinary text: the characters are the template's.)
+    inline = [*messages[:3], {"role": "assistant", "content": "a</think>b"}]
+    for options in ({}, _KEEP):
+        example = v31.build_supervised_example(inline, **options)
+        text = v31.decode(example.tokens.tolist())
+        assert text == template_text(V31, inline, False) and text.endswith("a</think>b" + EOS)
+    stripped = v31_trainable(messages, thinking=True, keep_thinking=True)
+    assert stripped[-1] == {"role": "assistant", "content": "18°C."}
+    example = v31.build_supervised_example(stripped, thinking=True, keep_thinking=True)
+    assert example.tokens.tolist() == oracle(V31, messages, False, thinking=True)
+
+
+def test_v31_reasoning_of_history_turns_is_dropped_without_an_error(
+    v31: DeepSeekV31Renderer,
+) -> None:
+    """History turns with reasoning (plain, inline, before tool calls, after tool outputs)
+    are written as the template writes them, reasoning dropped: not an error, with or
+    without the options."""
+    messages: list[dict[str, Any]] = [
+        _QUESTION,
+        {"role": "assistant", "content": "Yes.", "reasoning_content": "No divisors."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "reasoning_content": "Use the tool.",
+            "tool_calls": TOOL_MSG,
+        },
+        result("c1", "18°C"),
+        {"role": "assistant", "content": "Warm.", "reasoning_content": "After the tool."},
+        {"role": "user", "content": "Thanks."},
+        {"role": "assistant", "content": "Reasoning inline.</think>You are welcome."},
+        {"role": "user", "content": "Bye."},
+        {"role": "assistant", "content": "Bye."},
+    ]
+    for options in _MODES:
+        for train_on in TrainOn:
+            example = v31.build_supervised_example(messages, train_on=train_on, **options)
+            assert example.tokens.tolist() == oracle(V31, messages, False, **options)
+        assert v31.build_generation_prompt(messages[:-1], **options) == oracle(
+            V31, messages[:-1], True, **options
+        )
+    kept = v31.build_supervised_example(messages, thinking=True, keep_thinking=True)
+    text = v31.decode(kept.tokens.tolist())
+    for dropped in ("No divisors.", "Use the tool.", "After the tool.", "Reasoning inline."):
+        assert dropped not in text
+    assert text.endswith("<｜User｜>Bye.<｜Assistant｜><think></think>Bye." + EOS)
+
+
+def test_v31_empty_reasoning_of_the_trained_turn_is_not_an_error(
+    v31: DeepSeekV31Renderer,
+) -> None:
+    """Nothing is lost: empty ``reasoning_content``, or an inline ``</think>`` with
+    nothing (or only ``<think>``) before it."""
+    for turn in (
+        {"role": "assistant", "content": "Yes.", "reasoning_content": ""},
+        {"role": "assistant", "content": "</think>Yes."},
+        {"role": "assistant", "content": "<think></think>Yes."},
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "text": ""}, {"type": "text", "text": "Yes."}],
+        },
+    ):
+        messages = [_QUESTION, turn]
+        for options in _MODES:
+            example = v31.build_supervised_example(messages, **options)
+            plain = [_QUESTION, {"role": "assistant", "content": "Yes."}]
+            assert example.tokens.tolist() == oracle(V31, plain, False, **options)
+
+
+def test_v31_keep_thinking_applies_right_after_a_user_message_only(
+    v31: DeepSeekV31Renderer,
+) -> None:
+    """An assistant turn after another one has no header, so no think block to keep its
+    reasoning in: still an error with keep_thinking=True."""
+    messages: list[dict[str, Any]] = [
+        _QUESTION,
+        {"role": "assistant", "content": "Let me see."},
+        {"role": "assistant", "content": "Yes.", "reasoning_content": "No divisors."},
+    ]
+    pattern = r"^messages\[2\]: deepseek_v3\.1's template drops the reasoning of this trained"
+    with pytest.raises(ValueError, match=pattern):
+        v31.build_supervised_example(messages, thinking=True, keep_thinking=True)
 
 
 # -- caller errors -------------------------------------------------------------------------------
@@ -828,6 +1074,8 @@ def test_round_trip_of_every_assistant_turn(model_id: str, kw: dict[str, Any]) -
                 and (_v3_prefix_breaks(messages, i) or len(m.get("tool_calls") or ()) > 2)
             ):
                 continue  # the template's defective turns (see the weights test)
+            if model_id == V31:
+                messages = v31_trainable(messages, **kw)
             example = r.build_supervised_example(messages, **kw)
             weights = example.weights.tolist()
             start = weights.index(1.0)

@@ -14,7 +14,13 @@ Decisions per format, from the official templates:
 - Reasoning: DeepSeek-V3 (without ``render_thinking=True``) and Kimi-K2-Instruct cannot
   render it at all: silently dropping it would corrupt training data, so it is an error
   naming the message and what to use instead. Templates that drop the reasoning of
-  *history* turns by design (Qwen3, DeepSeek-V3.1, Kimi-K2-Thinking) are not errors.
+  *history* turns by design (Qwen3, DeepSeek-V3.1, Kimi-K2-Thinking) are not errors; but
+  where such a template drops the reasoning of the *trained* turn (the last message of a
+  supervised example: every DeepSeek-V3.1 turn unless ``thinking=True,
+  keep_thinking=True`` keeps it, Kimi-K2-Thinking's first plain answer unless
+  ``keep_last_reasoning=True``), that is an error naming the message and the option.
+  DeepSeek-V3 with ``render_thinking=True`` writes reasoning R1-style, one block at the
+  start of a turn: reasoning after the start is an error naming the part.
 """
 
 from __future__ import annotations
@@ -119,12 +125,41 @@ CANNOT_RENDER_REASONING = {
     ("kimi_k2", (("template", "initial"),)): r"kimi_k2_thinking",
 }
 
+V31_TRAINED = (
+    r": deepseek_v3\.1's template drops the reasoning of this trained turn; pass "
+    r"thinking=True, keep_thinking=True to train on it, or remove the reasoning$"
+)
+KIMI_TRAINED = (
+    r": kimi_k2_thinking's template drops the reasoning of this trained turn \(the "
+    r"conversation's first plain answer\); pass keep_last_reasoning=True to train on it, "
+    r"or remove the reasoning$"
+)
+R1_LATER = r"\.content\[1\]: deepseek_v3 writes reasoning R1-style, one <think> block"
+
+# Variants that render reasoning, but not in every case below: case -> (the error after
+# "messages[INDEX]", whether a generation prompt with the message as history fails too).
+# Every other case renders (or drops the reasoning of a history turn, by the template's
+# design) without an error.
+RENDERS_REASONING_EXCEPT: dict[tuple[str, Any], dict[str, tuple[str, bool]]] = {
+    ("deepseek_v3", (("fix_tool_format", True), ("render_thinking", True))): {
+        "between_text": (R1_LATER, True),
+    },
+    ("deepseek_v3.1", ()): {
+        "trained": (V31_TRAINED, False),
+        "between_text": (V31_TRAINED, False),
+        "before_calls": (V31_TRAINED, False),
+    },
+    ("kimi_k2_thinking", ()): {"trained": (KIMI_TRAINED, False)},
+}
+
 
 @spec_param
 def test_reasoning_the_variant_cannot_render_is_an_error(spec: Spec) -> None:
     r = spec.renderer()
     hint = CANNOT_RENDER_REASONING.get((spec.name, spec.options))
     assert (hint is None) == spec.thinking  # the spec table and this one agree
+    exceptions = RENDERS_REASONING_EXCEPT.get((spec.name, spec.options), {})
+    assert hint is None or not exceptions
     last = {"role": "assistant", "content": "Yes.", "reasoning_content": "17 is prime."}
     history = [
         {"role": "user", "content": "Is 17 prime?"},
@@ -133,22 +168,34 @@ def test_reasoning_the_variant_cannot_render_is_an_error(spec: Spec) -> None:
     ]
     parts = Message("assistant", [TextPart("a"), ThinkingPart("because"), TextPart("b")])
     calls = {**assistant_call('{"city": "Oslo"}'), "reasoning_content": "Need the weather."}
-    cases: list[tuple[list[Any], int]] = [
-        ([*history[:1], last], 1),  # the trained turn
-        (history, 1),  # a history turn
-        ([*history[:1], {"role": "assistant", "content": "Yes."}, history[2], parts], 3),
-        ([*history[:1], calls], 1),  # reasoning before a tool call
-        # (the third case: a thinking part between text parts)
-    ]
-    for messages, index in cases:
-        if hint is None:
+    cases: dict[str, tuple[list[Any], int]] = {
+        "trained": ([*history[:1], last], 1),  # the trained turn (a plain answer)
+        "history": (history, 1),  # a history turn
+        "between_text": (
+            [*history[:1], {"role": "assistant", "content": "Yes."}, history[2], parts],
+            3,
+        ),  # a thinking part between text parts
+        "before_calls": ([*history[:1], calls], 1),  # reasoning before a tool call
+    }
+    assert set(exceptions) <= set(cases)
+    for case, (messages, index) in cases.items():
+        prompt = [*messages, {"role": "user", "content": "more"}]
+        if hint is None and case not in exceptions:
             both_builds(r, messages)  # rendered, or dropped by the template's design
             continue
-        pattern = rf"messages\[{index}\]\.content\[\d\]: .*{hint}"
+        if hint is None:
+            error, in_history = exceptions[case]
+            pattern = rf"^messages\[{index}\]{error}"
+        else:
+            pattern, in_history = rf"messages\[{index}\]\.content\[\d\]: .*{hint}", True
         with pytest.raises(ValueError, match=pattern):
             r.build_supervised_example(messages)
-        with pytest.raises(ValueError, match=pattern):
-            r.build_generation_prompt([*messages, {"role": "user", "content": "more"}])
+        if in_history:
+            with pytest.raises(ValueError, match=pattern):
+                r.build_generation_prompt(prompt)
+        else:  # only the trained turn loses what it should teach; history is no error
+            r.build_generation_prompt(prompt)
+            r.build_supervised_example([*prompt, {"role": "assistant", "content": "No."}])
 
 
 @spec_param

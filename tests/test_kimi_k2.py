@@ -6,6 +6,13 @@ tokenized with the tokenizer built from ``tiktoken.model`` (so control-token spe
 the rendered text become control tokens, as the template path does). Three templates:
 K2-Instruct's ``chat_template.jinja``, the older one embedded in K2-Instruct's
 ``tokenizer_config.json`` (``template="initial"``), and K2-Thinking's ``chat_template.jinja``.
+
+K2-Thinking's template writes ``<think></think>`` for the conversation's first assistant
+message without tool calls. When that is the trained (last) turn of a supervised example
+and it has reasoning, the renderer refuses it (unless ``keep_last_reasoning=True``):
+parity tests then assert the error, assert that the template renders the same text with
+and without that reasoning, and compare the template's ids with the renderer's for the
+turn without it (:func:`trainable`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,6 +393,51 @@ def without_reasoning(conv: Conversation) -> Conversation:
     return out
 
 
+def kimi_thinking_error(i: int) -> str:
+    """The error for a K2-Thinking trained turn ``messages[i]`` whose reasoning the template
+    drops (the conversation's first plain answer)."""
+    return re.escape(
+        f"messages[{i}]: kimi_k2_thinking's template drops the reasoning of this trained turn "
+        "(the conversation's first plain answer); pass keep_last_reasoning=True to train on "
+        "it, or remove the reasoning"
+    )
+
+
+def _is_plain_answer(m: dict[str, Any]) -> bool:
+    return m["role"] == "assistant" and not m.get("tool_calls")
+
+
+def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
+    """The messages of ``conv`` as ``variant`` trains on them.
+
+    With K2-Thinking's default options, when the last message is the conversation's first
+    plain answer and has reasoning, the renderer refuses the conversation (asserted here,
+    naming the message and the option); the turn is then given without its reasoning, and
+    the template renders the same text with and without it (asserted)."""
+    messages = conv.messages
+    i = len(messages) - 1
+    last = messages[i]
+    if variant is not K2_THINKING or not _is_plain_answer(last):
+        return messages
+    if any(_is_plain_answer(m) for m in messages[:i]):
+        return messages
+    turn = copy.deepcopy(last)
+    lost = turn.pop("reasoning_content", None) or ""
+    if isinstance(turn.get("content"), list):
+        thinking = [p for p in turn["content"] if p["type"] == "thinking"]
+        lost += "".join(p.get("text", p.get("thinking", "")) for p in thinking)
+        turn["content"] = [p for p in turn["content"] if p["type"] != "thinking"]
+    if not lost:
+        return messages
+    stripped = [*messages[:i], turn]
+    assert variant.template_text(stripped, conv.tools, False) == variant.template_text(
+        messages, conv.tools, False
+    )
+    with pytest.raises(ValueError, match=f"^{kimi_thinking_error(i)}$"):
+        variant.renderer.build_supervised_example(messages, tools=conv.tools)
+    return stripped
+
+
 def conversations(variant: Variant) -> list[Conversation]:
     """The shared corpus (minus control-token spellings, tested on their own) plus the
     Kimi-specific conversations, without reasoning for K2-Instruct. The initial template
@@ -442,10 +495,11 @@ def test_generation_prompt_matches_template(variant: Variant, conv: Conversation
 @pytest.mark.parametrize(("variant", "conv"), cases())
 def test_supervised_tokens_match_template(variant: Variant, conv: Conversation) -> None:
     expected = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
+    messages = trainable(variant, conv)
     modes = ["all", "all_assistant", "last_assistant"] if _has_assistant(conv) else ["all"]
     for mode in modes:
         example = variant.renderer.build_supervised_example(
-            conv.messages, tools=conv.tools, train_on=mode
+            messages, tools=conv.tools, train_on=mode
         )
         assert example.tokens.tolist() == expected, mode
         assert example.tokens.dtype == np.int64 and example.weights.shape == example.tokens.shape
@@ -469,16 +523,18 @@ def test_weights_are_one_exactly_on_sampled_assistant_tokens(
     ids = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
     spans = _assistant_spans(ids)
     assert len(spans) == sum(m["role"] == "assistant" for m in conv.messages)
+    messages = trainable(variant, conv)
     for mode, chosen in (("all_assistant", spans), ("last_assistant", spans[-1:])):
         expected = np.zeros(len(ids), dtype=np.float32)
         for start, end in chosen:
             expected[start:end] = 1
         example = variant.renderer.build_supervised_example(
-            conv.messages, tools=conv.tools, train_on=mode
+            messages, tools=conv.tools, train_on=mode
         )
         np.testing.assert_array_equal(example.weights, expected, err_msg=mode)
+        assert example.tokens.tolist() == ids
     everything = variant.renderer.build_supervised_example(
-        conv.messages, tools=conv.tools, train_on="all"
+        messages, tools=conv.tools, train_on="all"
     )
     assert everything.weights.tolist() == [1.0] * len(ids)
 
@@ -557,8 +613,10 @@ def test_keep_last_reasoning_renders_the_turn_as_sampled(conv: Conversation) -> 
 
 
 def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
-    """The template defect keep_last_reasoning exists for, reproduced by default."""
-    messages = [
+    """The template defect keep_last_reasoning exists for: reproduced by default for the
+    history (the tool-calling turn's reasoning), an error for the trained turn's own
+    reasoning, which the template would silently drop."""
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Weather?"},
         {
             "role": "assistant",
@@ -570,8 +628,15 @@ def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
         {"role": "assistant", "content": "Sunny.", "reasoning_content": "the tool said sun"},
     ]
     default = K2_THINKING.renderer
-    tokens = default.build_supervised_example(messages, tools=TOOLS).tokens.tolist()
-    assert tokens == K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
+    expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
+    for train_on in ("all", "all_assistant", "last_assistant"):
+        with pytest.raises(ValueError, match=f"^{kimi_thinking_error(3)}$"):
+            default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
+    # The template renders the same text without the trained turn's reasoning.
+    stripped = [*messages[:3], {"role": "assistant", "content": "Sunny."}]
+    assert K2_THINKING.template_ids(stripped, TOOLS, add_generation_prompt=False) == expected
+    tokens = default.build_supervised_example(stripped, tools=TOOLS).tokens.tolist()
+    assert tokens == expected
     text = default.decode(tokens)
     assert "call the tool" not in text and "the tool said sun" not in text
     assert "<think></think>Sunny." in text
@@ -583,6 +648,117 @@ def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
     fixed_text = fixed.decode(fixed.build_supervised_example(messages, tools=TOOLS).tokens)
     assert "<think>call the tool</think>" in fixed_text
     assert "<think>the tool said sun</think>Sunny.<|im_end|>" in fixed_text
+
+
+_FIRST_PLAIN_WITH_REASONING: list[dict[str, Any]] = [
+    {"role": "assistant", "content": "Hello.", "reasoning_content": "greet"},
+    {
+        "role": "assistant",
+        "content": [{"type": "thinking", "thinking": "greet"}, {"type": "text", "text": "Hello."}],
+    },
+    {"role": "assistant", "content": "Hello.", "reasoning_content": "greet", "name": "kimi"},
+    {"role": "assistant", "content": "Hello.", "reasoning_content": "greet", "tool_calls": []},
+]
+
+
+@pytest.mark.parametrize("turn", _FIRST_PLAIN_WITH_REASONING)
+def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, Any]) -> None:
+    """The template writes the conversation's first plain answer with an empty think
+    block: as the trained (last) turn its reasoning would be silently lost, so it is a
+    ValueError naming the message and keep_last_reasoning; with that option the turn is
+    rendered as sampled."""
+    default = K2_THINKING.renderer
+    histories: list[list[dict[str, Any]]] = [
+        [{"role": "user", "content": "Hi"}],
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "look it up",
+                "tool_calls": [call("search", {"query": "hi"}, "s")],
+            },
+            result("s", "a greeting", "search"),
+        ],
+    ]
+    for history in histories:
+        messages = [*history, turn]
+        for train_on in ("all", "all_assistant", "last_assistant"):
+            with pytest.raises(ValueError, match=f"^{kimi_thinking_error(len(history))}$"):
+                default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
+        # The turn as history: the template's rendering (reasoning dropped), no error.
+        later = [*messages, {"role": "user", "content": "Bye"}]
+        assert default.build_generation_prompt(later, tools=TOOLS) == K2_THINKING.template_ids(
+            later, TOOLS, add_generation_prompt=True
+        )
+        answered = [*later, {"role": "assistant", "content": "Bye.", "reasoning_content": "end"}]
+        example = default.build_supervised_example(answered, tools=TOOLS)
+        assert example.tokens.tolist() == K2_THINKING.template_ids(
+            answered, TOOLS, add_generation_prompt=False
+        )
+        text = default.decode(example.tokens.tolist())
+        assert "<think>greet</think>" not in text and "<think></think>Hello." in text
+        assert text.endswith("<think>end</think>Bye.<|im_end|>")
+        # keep_last_reasoning=True: the generation prompt (the header names the turn's
+        # writer when it has a name), then the turn as sampled.
+        keep = K2_THINKING_KEEP.renderer
+        example = keep.build_supervised_example(messages, tools=TOOLS)
+        tokens = example.tokens.tolist()
+        n = int(example.weights.argmax())
+        assert keep.decode(tokens[n:]) == "<think>greet</think>Hello.<|im_end|>"
+        assert example.weights.tolist() == [0.0] * n + [1.0] * (len(tokens) - n)
+        header = f"<|im_assistant|>{turn.get('name', 'assistant')}<|im_middle|>"
+        assert keep.decode(tokens[:n]) == K2_THINKING.template_text(history, TOOLS, False) + header
+        if "name" not in turn:
+            prompt = K2_THINKING.template_ids(history, TOOLS, add_generation_prompt=True)
+            assert tokens[:n] == prompt
+
+
+def test_trained_turns_whose_reasoning_the_template_keeps_are_not_errors() -> None:
+    """Only the conversation's first plain answer loses its reasoning: a later plain
+    answer, or a tool-calling turn, keeps it as the template writes it; empty reasoning
+    loses nothing."""
+    default = K2_THINKING.renderer
+    user = {"role": "user", "content": "Hi"}
+    cases: list[list[dict[str, Any]]] = [
+        [
+            user,
+            {"role": "assistant", "content": "Hello.", "reasoning_content": "greet"},
+            user,
+            {"role": "assistant", "content": "Hello again.", "reasoning_content": "again"},
+        ],
+        [
+            user,
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "search",
+                "tool_calls": [call("search", {"query": "hi"}, "s")],
+            },
+        ],
+        [user, {"role": "assistant", "content": "Hello.", "reasoning_content": ""}],
+        [
+            user,
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": ""},
+                    {"type": "text", "text": "Hello."},
+                ],
+            },
+        ],
+    ]
+    for messages in cases:
+        expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
+        for train_on in ("all", "all_assistant", "last_assistant"):
+            example = default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
+            assert example.tokens.tolist() == expected
+    text = default.decode(default.build_supervised_example(cases[0]).tokens.tolist())
+    assert "<think></think>Hello.<|im_end|>" in text
+    assert text.endswith("<think>again</think>Hello again.<|im_end|>")
+    text = default.decode(default.build_supervised_example(cases[1], tools=TOOLS).tokens.tolist())
+    assert "<think>search</think><|tool_calls_section_begin|>" in text
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=repr)

@@ -6,8 +6,11 @@ format can express, the canonical form a parse gives back (the format's document
 normalization: Qwen3's tokenizer applies NFC, separators around parts are stripped, the
 templates' inline ``</think>`` convention, call ids the format writes...), the untrained
 prefix a supervised example has (the generation prompt, except where a template
-documentedly differs: those cases are asserted exactly), and the text a parser may strip
-as format structure (for the no-content-lost check on fuzzed completions).
+documentedly differs: those cases are asserted exactly), the trained turns whose
+reasoning the template would drop (the renderer refuses them: the error is asserted
+exactly, and the property goes on with the turn as the template renders it), and the
+text a parser may strip as format structure (for the no-content-lost check on fuzzed
+completions).
 
 Run by hand with many more examples: ``HYPOTHESIS_PROFILE=thorough python -m pytest
 tests/test_properties.py -s``; the counts of examples each property ran are printed by
@@ -59,6 +62,12 @@ Conversation = list[Mapping[str, Any] | Message]
 
 TextCheck = Callable[[Renderer, list[int], int, list[Part], list[tuple[int, int]]], None]
 
+TrainedReasoning = Callable[[list[Message]], tuple[str, Message] | None]
+"""Given a conversation whose last message is the trained turn: ``None`` when the
+renderer renders that turn without losing reasoning, else the pattern its ``ValueError``
+must match and the turn without the reasoning the template drops (what the template
+renders for it either way)."""
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -94,6 +103,8 @@ class Spec:
     a supervised example whose last message is the trained turn (``rest``: the tokens from
     the first trained one on) where the format documentedly differs from the generation
     prompt, and says whether this case differs (default: it must equal the prompt).
+    ``trained_reasoning``: for option sets whose template drops the reasoning of the
+    trained (last) turn, which is then a caller error (see :data:`TrainedReasoning`).
     """
 
     name: str
@@ -108,6 +119,7 @@ class Spec:
     )
     termination: Callable[[Message], Termination] = lambda m: Termination.STOP
     prompt_prefix: Callable[[Renderer, Conversation, list[int], list[int]], bool] | None = None
+    trained_reasoning: TrainedReasoning | None = None
 
     def renderer(self) -> Renderer:
         return _renderer(self.name, self.model_id, self.options)
@@ -151,6 +163,10 @@ def _merge_text(parts: Sequence[Part]) -> list[Part]:
     return out
 
 
+def _has_call(m: Message) -> bool:
+    return any(_is_call(p) for p in m.parts)
+
+
 def _json_ok(text: str) -> bool:
     try:
         json.loads(text)
@@ -161,15 +177,15 @@ def _json_ok(text: str) -> bool:
 
 def _inline_reasoning(parts: Sequence[Part]) -> list[Part]:
     """DeepSeek-V3.1's template on a plain answer (transcribed from its Jinja source): the
-    text up to the first ``</think>`` is reasoning, kept only when the message has none."""
+    text up to the first ``</think>`` is reasoning; it follows the message's own reasoning
+    (neither is dropped)."""
     text = "".join(p.text for p in parts if type(p) is TextPart)
     if "</think>" not in text:
         return list(parts)
     before, after = text.split("</think>", 1)
-    thinking: list[Part] = [p for p in parts if type(p) is ThinkingPart]
-    if not thinking:
-        thinking = [ThinkingPart(before.removeprefix("<think>"))]
-    return [*thinking, *([TextPart(after)] if after else [])]
+    own = "".join(p.text for p in parts if type(p) is ThinkingPart)
+    reasoning = own + before.removeprefix("<think>")
+    return [ThinkingPart(reasoning), *([TextPart(after)] if after else [])]
 
 
 def canonical_unparsed(m: Message) -> Message:
@@ -181,6 +197,35 @@ def canonical_unparsed(m: Message) -> Message:
             for p in m.parts
         ],
     )
+
+
+def trainable(
+    r: Renderer,
+    messages: Sequence[Mapping[str, Any] | Message],
+    lost: TrainedReasoning | None,
+    label: str,
+) -> Conversation:
+    """``messages`` as a supervised example can be built from them. Where the trained
+    (last) turn would silently lose reasoning its template drops, the renderer must refuse
+    it with exactly the documented error (asserted), and the conversation goes on with
+    the turn as the template renders it (the reasoning removed)."""
+    if lost is None:
+        return list(messages)
+    found = lost(coerce_messages(messages))
+    if found is None:
+        return list(messages)
+    pattern, stripped = found
+    with pytest.raises(ValueError, match=pattern):
+        r.build_supervised_example(messages)
+    count(f"trained turn would lose reasoning: error [{label}]")
+    return [*messages[:-1], stripped]
+
+
+def _previous_role(msgs: Sequence[Message]) -> str | None:
+    """The role of the message before the last one, system messages aside (the templates'
+    flags ignore them)."""
+    roles = [x.role for x in msgs[:-1] if x.role != "system"]
+    return roles[-1] if roles else None
 
 
 # -- Qwen3 ----------------------------------------------------------------------------------
@@ -370,7 +415,9 @@ def _v31_call(p: Part) -> Part:
 
 def v31_canonical(m: Message) -> Message:
     """``thinking=False``: reasoning is not rendered; a plain answer's text up to its first
-    ``</think>`` is inline reasoning (dropped); runs of calls become sections."""
+    ``</think>`` is inline reasoning (dropped); runs of calls become sections. (A trained
+    turn with reasoning is a caller error, see :func:`v31_trained_reasoning`: this is
+    what the template renders, which the turn without its reasoning renders as.)"""
     parts = list(m.parts)
     if not any(_is_call(p) for p in parts):
         parts = _inline_reasoning(parts)
@@ -408,6 +455,44 @@ def v31_keep_canonical(m: Message) -> Message:
             out.append(_v31_call(p))
             boundary = True
     return Message("assistant", out)
+
+
+def v31_trained_reasoning(*, keep: bool) -> TrainedReasoning:
+    """DeepSeek-V3.1 (documented): the template drops the reasoning of every turn; for the
+    trained (last) turn that is a caller error unless ``keep`` (``thinking=True,
+    keep_thinking=True``) keeps it, which it does right after a user message only. The
+    reasoning is the turn's thinking parts, or, for a plain answer that does not follow
+    tool outputs and has no thinking part, its text up to the first ``</think>`` (the
+    template's inline convention, transcribed from its Jinja source)."""
+
+    def lost(msgs: list[Message]) -> tuple[str, Message] | None:
+        i = len(msgs) - 1
+        m = msgs[i]
+        previous = _previous_role(msgs)
+        if m.role != "assistant" or (keep and previous == "user"):
+            return None
+        after_tools = previous == "tool"
+        inline = not after_tools and not _has_call(m)
+        parts = _inline_reasoning(m.parts) if inline else list(m.parts)
+        if not any(type(p) is ThinkingPart and p.text for p in parts):
+            return None
+        how = (
+            "a turn right after tool outputs has no think block in this format"
+            if after_tools
+            else "pass thinking=True, keep_thinking=True to train on it"
+        )
+        pattern = (
+            rf"^messages\[{i}\]: deepseek_v3\.1's template drops the reasoning of this "
+            rf"trained turn; {re.escape(how)}, or remove the reasoning$"
+        )
+        kept = [p for p in parts if type(p) is not ThinkingPart]
+        if inline and "</think>" in m.text:
+            # The answer after the inline reasoning, still marked as such: its own text
+            # may hold another "</think>" the template keeps.
+            kept = [TextPart("</think>" + "".join(p.text for p in kept if type(p) is TextPart))]
+        return pattern, Message("assistant", kept, m.name)
+
+    return lost
 
 
 DEEPSEEK_V31 = Layout(segment_markers=("<｜tool▁sep｜>",))
@@ -472,7 +557,9 @@ def kimi_initial_canonical(m: Message) -> Message | None:
 
 def kimi_thinking_canonical(m: Message) -> Message | None:
     """Template behaviour: the conversation's first assistant message without tool calls
-    is written with an empty think block (its reasoning is dropped)."""
+    is written with an empty think block (its reasoning is dropped). (As the trained turn
+    with reasoning it is a caller error, see :func:`kimi_trained_reasoning`: this is what
+    the template renders, which the turn without its reasoning renders as.)"""
     if not any(_is_call(p) for p in m.parts):
         m = Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
     return _kimi_canonical(m, thinking=True, per_section_ids=False)
@@ -480,6 +567,26 @@ def kimi_thinking_canonical(m: Message) -> Message | None:
 
 def kimi_thinking_keep_canonical(m: Message) -> Message | None:
     return _kimi_canonical(m, thinking=True, per_section_ids=False)
+
+
+def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    """Kimi-K2-Thinking without ``keep_last_reasoning`` (documented): the template writes
+    ``<think></think>`` for the conversation's first assistant message without tool calls;
+    when that is the trained (last) turn and it has reasoning, the renderer refuses it."""
+    i = len(msgs) - 1
+    m = msgs[i]
+    plain = [k for k, x in enumerate(msgs) if x.role == "assistant" and not _has_call(x)]
+    if m.role != "assistant" or plain[:1] != [i]:
+        return None
+    if not any(type(p) is ThinkingPart and p.text for p in m.parts):
+        return None
+    pattern = (
+        rf"^messages\[{i}\]: kimi_k2_thinking's template drops the reasoning of this trained "
+        r"turn \(the conversation's first plain answer\); pass keep_last_reasoning=True to "
+        r"train on it, or remove the reasoning$"
+    )
+    kept = [p for p in m.parts if type(p) is not ThinkingPart]
+    return pattern, Message("assistant", kept, m.name)
 
 
 def kimi_thinking_prefix(
@@ -643,6 +750,7 @@ SPECS = [
         strategies.assistant_messages(),
         v31_canonical,
         DEEPSEEK_V31,
+        trained_reasoning=v31_trained_reasoning(keep=False),
     ),
     Spec(
         "deepseek_v3.1",
@@ -651,6 +759,7 @@ SPECS = [
         strategies.assistant_messages(),
         v31_keep_canonical,
         DEEPSEEK_V31,
+        trained_reasoning=v31_trained_reasoning(keep=True),
     ),
     Spec(
         "kimi_k2",
@@ -680,6 +789,7 @@ SPECS = [
         kimi_thinking_canonical,
         KIMI,
         prompt_prefix=kimi_thinking_prefix,
+        trained_reasoning=kimi_trained_reasoning,
     ),
     Spec(
         "kimi_k2_thinking",
@@ -720,8 +830,13 @@ def test_every_registered_renderer_has_a_spec() -> None:
 # -- properties -------------------------------------------------------------------------
 
 
-def completion_of(r: Renderer, message: Message) -> list[int]:
-    example = r.build_supervised_example([{"role": "user", "content": "Go."}, message])
+def completion_of(spec: Spec, r: Renderer, message: Message) -> list[int]:
+    """The trained tokens of ``message`` after a user message (without the reasoning its
+    template drops, where the renderer refuses to lose it: see :func:`trainable`)."""
+    messages = trainable(
+        r, [{"role": "user", "content": "Go."}, message], spec.trained_reasoning, repr(spec)
+    )
+    example = r.build_supervised_example(messages)
     ids: list[int] = example.tokens[example.weights > 0].tolist()
     return ids
 
@@ -733,7 +848,7 @@ def test_render_then_parse_gives_the_message_back(spec: Spec, data: st.DataObjec
     message = data.draw(spec.messages)
     expected = spec.canonical(message)
     assume(expected is not None)
-    result = r.parse_response(completion_of(r, message))
+    result = r.parse_response(completion_of(spec, r, message))
     assert canonical_unparsed(result.message) == expected
     assert result.termination is spec.termination(message), result.issues
     count(f"round trip [{spec!r}]")
@@ -749,6 +864,7 @@ def test_supervised_prefix_equals_generation_prompt(spec: Spec, data: st.DataObj
     conversation = data.draw(spec.conversations)
     last = max(i for i, m in enumerate(conversation) if m["role"] in ("user", "tool"))
     messages: Conversation = [*conversation[: last + 1], data.draw(spec.messages)]
+    messages = trainable(r, messages, spec.trained_reasoning, repr(spec))
     example = r.build_supervised_example(messages)
     first = int(example.weights.argmax())
     assert example.weights[first] == 1
@@ -769,10 +885,13 @@ def test_v31_thinking_history_is_written_as_non_thinking(
     """DeepSeek-V3.1 ``thinking=True`` without ``keep_thinking`` (documented): assistant
     turns are written as the template writes history, ``<｜Assistant｜></think>{answer}``,
     so after a user message the untrained prefix is the prompt with ``</think>`` in place
-    of its final ``<think>``; after tool outputs the prompt adds nothing."""
+    of its final ``<think>``; after tool outputs the prompt adds nothing. A trained turn
+    with reasoning is refused (``thinking=True`` alone does not keep it)."""
     r = _renderer("deepseek_v3.1", "deepseek-ai/DeepSeek-V3.1", (("thinking", True),))
     last = max(i for i, m in enumerate(conversation) if m["role"] in ("user", "tool"))
     messages: Conversation = [*conversation[: last + 1], final]
+    lost = v31_trained_reasoning(keep=False)
+    messages = trainable(r, messages, lost, "deepseek_v3.1-thinking=True")
     example = r.build_supervised_example(messages)
     first = int(example.weights.argmax())
     prompt = r.build_generation_prompt(messages[:-1])
@@ -789,7 +908,7 @@ def test_v31_thinking_history_is_written_as_non_thinking(
 @given(data=st.data())
 def test_streaming_equals_batch_for_random_splits(spec: Spec, data: st.DataObject) -> None:
     r = spec.renderer()
-    ids = completion_of(r, data.draw(spec.messages))
+    ids = completion_of(spec, r, data.draw(spec.messages))
     ids = ids[: data.draw(st.integers(0, len(ids)))]  # also cut-off completions
     cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=8)))
     parser = r.stream_parser()
@@ -989,11 +1108,16 @@ def test_renderers_can_be_pickled_and_shared_between_threads(model_id: str) -> N
     assert type(clone) is type(r) and clone.options == r.options
     assert clone.table is not r.table and clone.table.control_tokens == r.table.control_tokens
     conversation: list[Any] = [{"role": "user", "content": "Pickle me 🥒 <|im_end|>"}]
-    work: list[tuple[dict[str, Any], Message, list[int], list[int], ParseResult]] = []
+    work: list[tuple[dict[str, Any], Any, list[int], list[int], ParseResult]] = []
     for spec in specs:
         original = spec.renderer()
-        for message in _fixed_messages(spec, 6):
-            example = original.build_supervised_example([*conversation, message])
+        for fixed in _fixed_messages(spec, 6):
+            # Without the reasoning the option set's template would drop (an error).
+            messages = trainable(
+                original, [*conversation, fixed], spec.trained_reasoning, repr(spec)
+            )
+            message = messages[-1]
+            example = original.build_supervised_example(messages)
             tokens, weights = example.tokens.tolist(), example.weights.tolist()
             ids = [t for t, w in zip(tokens, weights, strict=True) if w > 0]
             parsed = original.parse_response(ids)

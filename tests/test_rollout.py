@@ -272,3 +272,200 @@ def test_gpt_oss_cut_off_turns_are_closed(gpt_oss: Any, completion: str, closing
     assert gpt_oss.decode(got[len(prompt) + len(ids) + 1 :]) == (
         "<|start|>user<|message|>Go on.<|end|><|start|>assistant"
     )
+
+
+# -- DeepSeek-V3.1 ------------------------------------------------------------------------
+
+
+def _template_suffix(full: list[int], prompt_len: int, end_id: int) -> list[int]:
+    """What the template writes after the sampled turn: everything after the first end
+    token of that turn (the turn starts where the generation prompt ended)."""
+    return full[full.index(end_id, prompt_len) + 1 :]
+
+
+def test_deepseek_v31_tool_turn_continues_like_the_template() -> None:
+    from tests.test_deepseek_v3 import V31, oracle
+
+    r = get_renderer("deepseek_v3.1", tokenizer_for(V31))
+    rollout = r.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    assert prompt == oracle(V31, START, True)
+    completion = harmony(
+        r,
+        "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+        '{"city":"Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>',
+    )
+    result = rollout.add_completion(completion)
+    assert [(c.name, c.arguments) for c in result.message.tool_calls] == [
+        ("get_weather", '{"city":"Paris"}')
+    ]
+    tool = {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21}'}
+    next_prompt = rollout.add_messages([tool])
+    assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
+    full = oracle(V31, [*START, result.message.to_openai(), tool], True)
+    assert next_prompt[len(prompt) + len(completion) :] == _template_suffix(
+        full, len(prompt), r.eos
+    )
+
+
+def test_deepseek_v31_thinking_completions_start_where_the_prompt_left_them() -> None:
+    from tests.test_deepseek_v3 import V31, oracle
+
+    r = get_renderer("deepseek_v3.1", tokenizer_for(V31), thinking=True)
+    rollout = r.rollout(START, tools=TOOLS)
+    assert rollout.prompt_ids[-1] == r.think  # the completion starts inside reasoning
+    first = rollout.add_completion(
+        harmony(
+            r,
+            "Need data.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+            '<｜tool▁sep｜>{"city":"Rome"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>',
+        )
+    )
+    assert first.message.thinking == "Need data."
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+    prompt = rollout.add_messages([tool])
+    assert prompt[-1] == r.output_end  # after tool outputs the template adds nothing
+    second = rollout.add_completion(harmony(r, "Rome is sunny.<｜end▁of▁sentence｜>"))
+    assert second.message.content == "Rome is sunny."  # not reasoning: no <think> opened
+    user = {"role": "user", "content": "Thanks"}
+    final = rollout.add_messages([user])
+    assert r.decode(final).endswith("<｜User｜>Thanks<｜Assistant｜><think>")
+    assert oracle(V31, [user], True, thinking=True)[-3:] == final[-3:]
+
+
+@pytest.mark.parametrize(
+    ("completion", "closing"),
+    [
+        ("Still thinking", "</think><｜end▁of▁sentence｜>"),
+        (
+            'Plan.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"ci',
+            "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+        ),
+        (
+            "Plan.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{}"
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+        ),
+        ("Plan.</think>Done.", "<｜end▁of▁sentence｜>"),
+    ],
+    ids=["cut-in-thinking", "cut-in-call", "cut-between-calls", "stop-token-dropped"],
+)
+def test_deepseek_v31_cut_off_turns_are_closed(completion: str, closing: str) -> None:
+    r = get_renderer("deepseek_v3.1", tokenizer_for("deepseek-ai/DeepSeek-V3.1"), thinking=True)
+    prompt = r.build_generation_prompt(START, tools=TOOLS)
+    ids = harmony(r, completion)
+    got = r.next_turn_prompt(prompt, ids, [{"role": "user", "content": "Go on."}], TOOLS)
+    closing_ids = harmony(r, closing)
+    assert got[: len(prompt) + len(ids) + len(closing_ids)] == prompt + ids + closing_ids
+    assert r.decode(got[len(prompt) + len(ids) + len(closing_ids) :]) == (
+        "<｜User｜>Go on.<｜Assistant｜><think>"
+    )
+
+
+# -- Kimi-K2 --------------------------------------------------------------------------------
+
+
+KIMI_CALL = (
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:{idx}"
+    '<|tool_call_argument_begin|>{{"city": "Paris"}}<|tool_call_end|><|tool_calls_section_end|>'
+    "<|im_end|>"
+)
+
+
+@pytest.mark.parametrize("variant_id", ["instruct", "thinking"])
+def test_kimi_tool_turn_continues_like_the_template(variant_id: str) -> None:
+    from tests.test_kimi_k2 import K2, K2_THINKING
+
+    variant = K2 if variant_id == "instruct" else K2_THINKING
+    r = variant.renderer
+    rollout = r.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    assert prompt == variant.template_ids(START, TOOLS, True)
+    opening = "<think>I should check.</think>" if variant.thinking else ""
+    completion = harmony(r, opening + "Checking." + KIMI_CALL.format(idx=0))
+    result = rollout.add_completion(completion)
+    assert [c.id for c in result.message.tool_calls] == ["functions.get_weather:0"]
+    tool = {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "21C"}
+    next_prompt = rollout.add_messages([tool])
+    assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
+    call = {
+        "id": "functions.get_weather:0",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    full = variant.template_ids(
+        [*START, {"role": "assistant", "content": "Checking.", "tool_calls": [call]}, tool],
+        TOOLS,
+        True,
+    )
+    assert next_prompt[len(prompt) + len(completion) :] == _template_suffix(
+        full, len(prompt), r.im_end
+    )
+
+
+def test_kimi_call_ids_keep_counting_without_the_conversation() -> None:
+    """Stateless, the renderer reads how many calls the prompt holds: the tool result is
+    answered as ``functions.NAME:IDX`` with the conversation-wide index, as the template."""
+    from tests.test_kimi_k2 import K2
+
+    r = K2.renderer
+    earlier = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    history = [
+        *START,
+        {"role": "assistant", "content": "", "tool_calls": [earlier, earlier]},
+        {"role": "tool", "tool_call_id": "c", "content": "cold"},
+        {"role": "tool", "tool_call_id": "c", "content": "cold"},
+        {"role": "user", "content": "And Paris?"},
+    ]
+    prompt = r.build_generation_prompt(history, tools=TOOLS)
+    assert prompt == K2.template_ids(history, TOOLS, True)
+    completion = harmony(r, KIMI_CALL.format(idx=2))
+    tool = {"role": "tool", "tool_call_id": "functions.get_weather:2", "content": "21C"}
+    got = r.next_turn_prompt(prompt, completion, [tool], TOOLS)
+    assert "## Return of functions.get_weather:2\n21C" in r.decode(got[len(prompt) :])
+    with_history = r.next_turn_prompt(prompt, completion, [tool], TOOLS, messages=history)
+    assert got == with_history
+
+
+@pytest.mark.parametrize(
+    ("completion", "closing"),
+    [
+        ("<think>Still thinking", "</think><|im_end|>"),
+        (
+            "<think>x</think><|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+            '<|tool_call_argument_begin|>{"a',
+            "<|tool_call_end|><|tool_calls_section_end|><|im_end|>",
+        ),
+        (
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+            "<|tool_call_argument_begin|>{}<|tool_call_end|>",
+            "<|tool_calls_section_end|><|im_end|>",
+        ),
+    ],
+    ids=["cut-in-thinking", "cut-in-call", "cut-between-calls"],
+)
+def test_kimi_cut_off_turns_are_closed(completion: str, closing: str) -> None:
+    from tests.test_kimi_k2 import K2_THINKING
+
+    r = K2_THINKING.renderer
+    prompt = r.build_generation_prompt(START, tools=TOOLS)
+    ids = harmony(r, completion)
+    got = r.next_turn_prompt(prompt, ids, [{"role": "user", "content": "Go on."}], TOOLS)
+    closing_ids = harmony(r, closing)
+    assert got[: len(prompt) + len(ids) + len(closing_ids)] == prompt + ids + closing_ids
+
+
+@pytest.mark.parametrize(
+    "name", ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"]
+)
+def test_every_renderer_reports_why_rerendering_is_not_an_extension(name: str) -> None:
+    from renderers.registry import RENDERERS
+
+    r = get_renderer(name, tokenizer_for(RENDERERS[name][2]))
+    report = r.extension_property
+    assert report.holds is False
+    assert "re-tokenized" in report.explanation or "re-serialized" in report.explanation
