@@ -231,7 +231,7 @@ def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int)
             feed_(chunk)
         parser.finish()
 
-    return median_seconds(stream, repeats=max(3, repeats // 2), min_total=0.0)
+    return median_seconds(stream, repeats=repeats)
 
 
 def _bench_options(name: str, config: Config) -> dict[str, Any]:
@@ -326,7 +326,7 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
     rows.append(
         Row(
             renderer.name,
-            "peak memory growth (10x tokens)",
+            "peak memory growth (MiB, 10x tokens)",
             large,
             peaks[large] / 2**20,
             f"{small} tokens (MiB)",

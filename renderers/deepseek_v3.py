@@ -912,10 +912,8 @@ class _V3Parser(_DeepSeekParser):
         phase = self._phase
         if phase == _TEXT_PHASE:
             return True
-        if phase == _THINK_PHASE and b"<" not in data and not self._scanner.holding:
-            self._scanner.skip(len(data))  # cannot hold or continue "</think>"
-            return True
-        return False
+        # In reasoning, text that cannot hold or continue "</think>" skips the scanner.
+        return phase == _THINK_PHASE and self._scanner.pass_through(data)
 
     def _on_bytes(self, data: bytes) -> None:
         if self._phase == _TEXT_PHASE:

@@ -616,16 +616,11 @@ class _KimiK2Parser(StreamParser):
         return ()
 
     def _text_ok(self, data: bytes) -> bool:
-        scanner = self._scanner
-        if b"<" in data or scanner.holding:  # every marker starts with "<"
-            return False
-        scanner.skip(len(data))
-        return True
+        return self._scanner.pass_through(data)  # every marker starts with "<"
 
     def _on_bytes(self, data: bytes) -> None:
         scanner = self._scanner
-        if b"<" not in data and not scanner.holding:  # every marker starts with "<"
-            scanner.skip(len(data))
+        if scanner.pass_through(data):
             if not self._pending:
                 try:
                     text = data.decode("utf-8")

@@ -102,6 +102,13 @@ class TextDelta:
     text: str
 
 
+# A frozen dataclass sets each field through object.__setattr__, which costs more than
+# the rest of the one-token streaming path; the assembler sets the slots directly.
+_new_object = object.__new__
+_set_delta_index = vars(TextDelta)["index"].__set__
+_set_delta_text = vars(TextDelta)["text"].__set__
+
+
 @dataclass(frozen=True, slots=True)
 class PartFinished:
     """Part ``index`` is complete; ``part`` is its final value."""
@@ -196,8 +203,12 @@ class PartAssembler:
         if self._index < 0:
             self._begin()
         self._chunks.append(text)
-        if self.events is not None:
-            self.events.append(TextDelta(self._index, text))
+        events = self.events
+        if events is not None:
+            delta = _new_object(TextDelta)
+            _set_delta_index(delta, self._index)
+            _set_delta_text(delta, text)
+            events.append(delta)
 
     def write(self, text: str) -> None:
         """Add text to the open region."""
@@ -324,16 +335,13 @@ class MarkerScanner:
         self._buf = b""
         self._offset = 0  # absolute byte offset of _buf[0] in the text stream
 
-    @property
-    def holding(self) -> bool:
-        """Whether a possible marker prefix is held back."""
-        return bool(self._buf)
-
-    def skip(self, n: int) -> None:
-        """Account for ``n`` bytes that bypassed the scanner because they cannot hold a
-        marker (only allowed while nothing is held back)."""
-        assert not self._buf, "skip() while a marker prefix is held back"
-        self._offset += n
+    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:
+        """Account for ``data`` without scanning it when nothing is held back and no marker
+        can start in it (every marker starts with ``first``); ``False`` means push it."""
+        if self._buf or first in data:
+            return False
+        self._offset += len(data)
+        return True
 
     def push(self, data: bytes) -> None:
         """Append bytes of ordinary text."""

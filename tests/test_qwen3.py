@@ -577,6 +577,25 @@ def test_streaming_equals_batch_at_every_split(qwen3: Qwen3Renderer, qwen3_token
     assert checked > 500
 
 
+def test_one_token_feeds_emit_one_delta_per_token(
+    qwen3: Qwen3Renderer, qwen3_tokenizer: Any
+) -> None:
+    words = qwen3_tokenizer.encode("Plain answer, ünïcode 🙂 text.", add_special_tokens=False)
+    ids = [*words, qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    parser = qwen3.stream_parser()
+    events = [e for t in ids for e in parser.feed([t])]
+    texts = [qwen3_tokenizer.decode([t]) for t in words]
+    assert "\ufffd" not in "".join(texts)  # every word token is whole UTF-8 here
+    answer = TextPart("".join(texts))
+    assert events == [
+        PartStarted(0, "text"),
+        *(TextDelta(0, text) for text in texts),
+        PartFinished(0, answer),
+    ]
+    assert all(hash(e) == hash(TextDelta(0, e.text)) for e in events if isinstance(e, TextDelta))
+    assert parser.finish().message.parts == (answer,)
+
+
 def test_stream_events_rebuild_the_parts(qwen3: Qwen3Renderer, qwen3_tokenizer: Any) -> None:
     for ids in completions(qwen3, qwen3_tokenizer):
         parser = qwen3.stream_parser()
