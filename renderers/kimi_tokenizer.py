@@ -242,8 +242,7 @@ def _load(model_id: str, revision: str | None) -> Any:
     from huggingface_hub import hf_hub_download
 
     paths = {
-        name: Path(hf_hub_download(model_id, name, revision=revision))
-        for name in _TOKENIZER_FILES
+        name: Path(hf_hub_download(model_id, name, revision=revision)) for name in _TOKENIZER_FILES
     }
     config = json.loads(paths["tokenizer_config.json"].read_text(encoding="utf-8"))
     chat_template = _optional_file(model_id, "chat_template.jinja", revision)

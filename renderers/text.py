@@ -200,11 +200,7 @@ def resolve_style(style: StyleSpec) -> tuple[TagStyle, ...]:
         return found
     if isinstance(style, TagStyle):
         return (style,)
-    if (
-        isinstance(style, tuple)
-        and len(style) == 2
-        and all(isinstance(t, str) for t in style)
-    ):
+    if isinstance(style, tuple) and len(style) == 2 and all(isinstance(t, str) for t in style):
         return (TagStyle(style[0], style[1]),)  # type: ignore[arg-type]
     if isinstance(style, Sequence) and style:
         styles = tuple(s for s in style if isinstance(s, TagStyle))

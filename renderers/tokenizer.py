@@ -211,9 +211,7 @@ class TokenTable:
         n = self.vocab_size
         for pos, t in enumerate(ids):
             if not isinstance(t, (int, np.integer)):
-                raise ValueError(
-                    f"token_ids[{offset + pos}] = {t!r} is not an integer token id"
-                )
+                raise ValueError(f"token_ids[{offset + pos}] = {t!r} is not an integer token id")
             if not (0 <= t < n and valid[t]):
                 raise ValueError(
                     f"token_ids[{offset + pos}] = {t} is not a token id of this tokenizer "

@@ -50,9 +50,7 @@ def assistant_call(arguments: str, name: str = "get_weather") -> dict[str, Any]:
 def both_builds(r: Renderer, messages: list[Any], **kw: Any) -> None:
     """Render ``messages`` as a generation prompt and as a supervised example."""
     r.build_generation_prompt(messages, **kw)
-    if any(
-        (m.role if isinstance(m, Message) else m["role"]) == "assistant" for m in messages
-    ):
+    if any((m.role if isinstance(m, Message) else m["role"]) == "assistant" for m in messages):
         r.build_supervised_example(messages, **kw)
 
 
@@ -77,14 +75,12 @@ def test_unknown_role_names_the_message(spec: Spec, role: str) -> None:
 
 # -- tool-call arguments ---------------------------------------------------------------------
 
-NOT_JSON = ["{not json", "", "{'single': 'quotes'}", '{"a": 1} trailing', "{\"a\": NaN"]
+NOT_JSON = ["{not json", "", "{'single': 'quotes'}", '{"a": 1} trailing', '{"a": NaN']
 
 
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize("arguments", NOT_JSON)
-def test_tool_call_arguments_that_are_not_json_name_the_message(
-    spec: Spec, arguments: str
-) -> None:
+def test_tool_call_arguments_that_are_not_json_name_the_message(spec: Spec, arguments: str) -> None:
     r = spec.renderer()
     messages = [
         {"role": "user", "content": "Weather?"},

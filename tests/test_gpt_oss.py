@@ -604,9 +604,7 @@ def test_builtin_recipients_are_kept(
 def test_builtin_calls_render_back_to_their_recipient(r: GptOssRenderer, tok: Any) -> None:
     messages = [
         {"role": "user", "content": "Search."},
-        Message(
-            "assistant", [ToolCallPart("browser.search", '{"query": "x"}')]
-        ),
+        Message("assistant", [ToolCallPart("browser.search", '{"query": "x"}')]),
         {"role": "tool", "content": "results", "name": "browser.search"},
     ]
     text = tok.decode(r.build_generation_prompt(messages, builtin_tools=("browser",)))
@@ -799,9 +797,7 @@ ROUND_TRIP = [
         [
             ThinkingPart("Need data."),
             TextPart("One moment.", channel="commentary"),
-            ToolCallPart(
-                "get_weather", '{"city": "Zürich"}', content_type="json"
-            ),
+            ToolCallPart("get_weather", '{"city": "Zürich"}', content_type="json"),
         ],
     ),
     Message(
@@ -817,9 +813,7 @@ ROUND_TRIP = [
             TextPart("d"),
         ],
     ),
-    Message(
-        "assistant", [ThinkingPart("日本語 🙂\n\n  x"), TextPart("")]
-    ),
+    Message("assistant", [ThinkingPart("日本語 🙂\n\n  x"), TextPart("")]),
 ]
 
 

@@ -810,8 +810,17 @@ def test_typed_control_strings_stay_ordinary_text(variant: Variant) -> None:
     assert ids != template_ids
     control = renderer.table.control_ids
     structure = [t for t in ids if t in control]
-    expected_structure = [IM_SYSTEM, IM_MIDDLE, IM_END, IM_USER, IM_MIDDLE, IM_END,
-                          IM_ASSISTANT, IM_MIDDLE, IM_END]
+    expected_structure = [
+        IM_SYSTEM,
+        IM_MIDDLE,
+        IM_END,
+        IM_USER,
+        IM_MIDDLE,
+        IM_END,
+        IM_ASSISTANT,
+        IM_MIDDLE,
+        IM_END,
+    ]
     if variant.thinking:
         expected_structure[-1:-1] = [THINK, THINK_END]
     assert structure == expected_structure
@@ -850,8 +859,9 @@ def _expected_parts(variant: Variant, conv: Conversation) -> list[Part]:
     return parts
 
 
-def _completion(variant: Variant, messages: list[dict[str, Any]] | list[Message],
-                tools: Any = None) -> list[int]:
+def _completion(
+    variant: Variant, messages: list[dict[str, Any]] | list[Message], tools: Any = None
+) -> list[int]:
     renderer = variant.renderer
     prompt = renderer.build_generation_prompt(messages[:-1], tools=tools)
     full = renderer.build_supervised_example(messages, tools=tools).tokens.tolist()
@@ -1046,8 +1056,10 @@ def test_arguments_are_kept_exactly_as_sampled() -> None:
     [
         ("<think>cut off in reasoning", [ThinkingPart("cut off in reasoning", incomplete=True)]),
         ("<think>", [ThinkingPart("", incomplete=True)]),
-        ("<think>r</think>cut off in text", [ThinkingPart("r"), TextPart("cut off in text",
-                                                                         incomplete=True)]),
+        (
+            "<think>r</think>cut off in text",
+            [ThinkingPart("r"), TextPart("cut off in text", incomplete=True)],
+        ),
         (
             "<think>r</think><|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
             '<|tool_call_argument_begin|>{"a": ',
@@ -1066,8 +1078,11 @@ def test_arguments_are_kept_exactly_as_sampled() -> None:
             "<|tool_calls_section_begin|><|tool_call_begin|>functions.se",
             [
                 UnparsedToolCallPart(
-                    "functions.se", "cut off before <|tool_call_end|>", name="se",
-                    id="functions.se", incomplete=True,
+                    "functions.se",
+                    "cut off before <|tool_call_end|>",
+                    name="se",
+                    id="functions.se",
+                    incomplete=True,
                 )
             ],
         ),
@@ -1085,7 +1100,7 @@ def test_malformed_calls_are_kept_unparsed_never_dropped() -> None:
         K2,
         "<|tool_calls_section_begin|>"
         "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{not json<|tool_call_end|>"
-        "<|tool_call_begin|>functions.g:1 {\"a\": 1}<|tool_call_end|>"
+        '<|tool_call_begin|>functions.g:1 {"a": 1}<|tool_call_end|>'
         "<|tool_calls_section_end|><|im_end|>",
     )
     first, second = res.message.parts
@@ -1131,8 +1146,21 @@ def test_stray_markers_are_reported_not_dropped() -> None:
     assert len(res.issues) == 3
 
 
-STRUCTURAL = [IM_END, EOS, IM_USER, IM_ASSISTANT, IM_SYSTEM, IM_MIDDLE, THINK, THINK_END,
-              163595, 163596, 163597, 163598, 163599]
+STRUCTURAL = [
+    IM_END,
+    EOS,
+    IM_USER,
+    IM_ASSISTANT,
+    IM_SYSTEM,
+    IM_MIDDLE,
+    THINK,
+    THINK_END,
+    163595,
+    163596,
+    163597,
+    163598,
+    163599,
+]
 
 
 def _interesting_ids() -> list[int]:
@@ -1147,8 +1175,10 @@ def _interesting_ids() -> list[int]:
 
 
 @given(
-    st.lists(st.deferred(lambda: st.sampled_from(_interesting_ids())) | st.integers(0, 163583),
-             max_size=60),
+    st.lists(
+        st.deferred(lambda: st.sampled_from(_interesting_ids())) | st.integers(0, 163583),
+        max_size=60,
+    ),
     st.integers(0, 60),
 )
 def test_random_ids_never_crash_and_stream_like_batch(ids: list[int], cut: int) -> None:

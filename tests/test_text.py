@@ -35,9 +35,7 @@ from renderers.text import (
 )
 
 WS = " \t\r\n"
-SETTINGS = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def T(text: str) -> TextPart:
@@ -274,7 +272,7 @@ ATTRIBUTE_GOLDEN = [
     ),
     (  # entities, single quotes, quotes and tag characters inside values
         "<thinking thought='it&#39;s &quot;a &lt;b&gt; &amp; c&quot; &#x1F600; &hellip;'/>",
-        [R("it's \"a <b> & c\" 😀 …", confidence="0.5")],
+        [R('it\'s "a <b> & c" 😀 …', confidence="0.5")],
     ),
     (
         '<thinking thought="x > y /> z\nnext line" note="a=b"/>',
@@ -464,9 +462,7 @@ def test_content_is_emitted_unless_it_may_start_a_tag(text):
     for i, ch in enumerate(text):
         emitted += "".join(e.text for e in splitter.feed(ch) if type(e) is TextDelta)
         prefix = low[: i + 1]
-        held = max(
-            (k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0
-        )
+        held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
         assert emitted == text[: i + 1 - held]
         assert splitter.held == held
 
@@ -665,7 +661,7 @@ def test_one_character_chunks_scale_linearly_and_hold_little():
     t_small, held_small = _feed_chars(small)
     t_large, held_large = _feed_chars(large)
     # the longest thing held: an undecided opening tag up to its first quote
-    bound = len('<thinking thought=')
+    bound = len("<thinking thought=")
     assert held_small <= bound and held_large <= bound
     parts, _ = batch(large, "auto")
     assert stream(large, "auto", list(range(0, len(large), 7)))[0] == parts
