@@ -140,8 +140,9 @@ def run(config: Config) -> list[Row]:
     for name in config.models:
         renderer = get_renderer(name, **_bench_options(name, config))
         decode = renderer.tokenizer.decode
-        parse_by_length: dict[int, float] = {}
-        stream_by_length: dict[int, float] = {}
+        # nominal length -> (seconds, actual tokens)
+        parse_by_length: dict[int, tuple[float, int]] = {}
+        stream_by_length: dict[int, tuple[float, int]] = {}
         for n in config.lengths:
             workload = completions(renderer, n)
             complete = workload[0].ids
@@ -170,7 +171,7 @@ def run(config: Config) -> list[Row]:
                     )
                 )
                 if completion.kind == "complete":
-                    parse_by_length[n] = t_parse
+                    parse_by_length[n] = (t_parse, len(ids))
             progress.step(f"{name}: peers at {len(complete)} tokens")
             for peer_row in peers.parse_rows(renderer, complete, config.repeats):
                 rows.append(peer_row)
@@ -189,7 +190,7 @@ def run(config: Config) -> list[Row]:
                     )
                 )
                 if feed == 1:
-                    stream_by_length[n] = t_stream
+                    stream_by_length[n] = (t_stream, len(complete))
         if len(config.lengths) >= 2:
             small, large = sorted(config.lengths)[-2:]
             for label, by_length in (
@@ -197,15 +198,20 @@ def run(config: Config) -> list[Row]:
                 ("parse_response", parse_by_length),
             ):
                 if small in by_length and large in by_length:
+                    (t_large, n_large), (t_small, n_small) = by_length[large], by_length[small]
+                    token_ratio = n_large / n_small
                     rows.append(
                         Row(
                             name,
                             f"scaling {_k(large)} / {_k(small)} ({label})",
-                            large,
-                            by_length[large],
-                            _k(small),
-                            by_length[small],
-                            {"length_ratio": large / small},
+                            n_large,
+                            t_large,
+                            f"{_k(small)} ({n_small} tokens)",
+                            t_small,
+                            {
+                                "token_ratio": token_ratio,
+                                "per_token_cost_ratio": t_large / t_small / token_ratio,
+                            },
                         )
                     )
         progress.step(f"{name}: rendering a 10-turn conversation with tools")
@@ -304,12 +310,12 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
     """Peak memory of parse_response at the configured length and at 10x it: bounded
     memory means the ratio stays near 10 (linear, no quadratic copies)."""
     rows = []
-    peaks = {}
+    peaks: list[tuple[int, int]] = []  # (actual tokens, peak bytes)
     for n in (config.memory_tokens, config.memory_tokens * 10):
         ids = completions(renderer, n)[0].ids
         arr = np.asarray(ids)
         peak = peak_memory_bytes(functools.partial(renderer.parse_response, arr))
-        peaks[n] = peak
+        peaks.append((len(ids), peak))
         text_bytes = len(renderer.table.decode(ids).encode("utf-8"))
         rows.append(
             Row(
@@ -322,16 +328,16 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
                 {"bytes_per_token": peak / len(ids)},
             )
         )
-    small, large = sorted(peaks)
+    (n_small, small), (n_large, large) = peaks
     rows.append(
         Row(
             renderer.name,
             "peak memory growth (MiB, 10x tokens)",
-            large,
-            peaks[large] / 2**20,
-            f"{small} tokens (MiB)",
-            peaks[small] / 2**20,
-            {"length_ratio": large / small},
+            n_large,
+            large / 2**20,
+            f"{n_small} tokens (MiB)",
+            small / 2**20,
+            {"token_ratio": n_large / n_small},
         )
     )
     return rows
