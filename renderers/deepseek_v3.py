@@ -946,8 +946,7 @@ class _V3Parser(_DeepSeekParser):
             return
         self._flush_pending()
         last = self._token_at_byte(end - 1)
-        assert self._byte_ends is not None
-        start = last + 1 if self._byte_ends[last] == end else last
+        start = last + 1 if self._byte_end(last) == end else last
         self.asm.close(last + 1, strip_suffix="\n")
         self.asm.open(TEXT, start, strip_prefix="\n\n")
         self._phase = _TEXT_PHASE

@@ -664,13 +664,11 @@ class _KimiK2Parser(StreamParser):
 
     def _text_marker(self, marker: bytes, start: int, end: int) -> None:
         """A misspelled section marker spanning ordinary-text bytes ``[start, end)``."""
-        ends = self._byte_ends
-        assert ends is not None
         first = self._token_at_byte(start)
-        first_start = ends[first - 1] if first > 0 else 0
+        first_start = self._byte_end(first - 1) if first > 0 else 0
         before = first if first_start >= start else first + 1  # text part ends here
         last = self._token_at_byte(end - 1)
-        after = last + 1 if ends[last] <= end else last  # the next region starts here
+        after = last + 1 if self._byte_end(last) <= end else last  # the next region starts here
         if marker == _SECTION_BEGIN_TEXT:
             self._enter_section(before, after)
         else:

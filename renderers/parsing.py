@@ -427,9 +427,15 @@ class StreamParser:
         self._stop_id: int | None = None
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
-        # With byte_offsets, ``_byte_ends[k]`` is the absolute end offset (in ordinary
-        # text bytes) of token k, so text-level markers map back to tokens exactly.
+        # With byte_offsets, the absolute end offset (in ordinary-text bytes) of every token
+        # is kept, so text-level markers map back to tokens exactly: long runs as NumPy
+        # blocks (never turned into lists), short feeds appended to the list
+        # ``_byte_ends``, which holds the ends of tokens ``_tail_first`` onwards.
         self._byte_ends: list[int] | None = [] if byte_offsets else None
+        self._tail_first = 0
+        self._end_blocks: list[np.ndarray] = []
+        self._block_first: list[int] = []  # first token of each block
+        self._block_last: list[int] = []  # end offset of each block's last token
         self._bytes_seen = 0
 
     # -- hooks for formats ----------------------------------------------------------------
@@ -469,9 +475,35 @@ class StreamParser:
 
     def _token_at_byte(self, offset: int) -> int:
         """The index of the token holding ordinary-text byte ``offset`` (byte_offsets)."""
-        ends = self._byte_ends
-        assert ends is not None, "parser was created without byte_offsets"
-        return min(bisect_right(ends, offset), len(ends) - 1) if ends else 0
+        tail = self._byte_ends
+        assert tail is not None, "parser was created without byte_offsets"
+        b = bisect_right(self._block_last, offset)
+        if b < len(self._end_blocks):
+            k = self._block_first[b] + int(np.searchsorted(self._end_blocks[b], offset, "right"))
+        else:
+            k = self._tail_first + bisect_right(tail, offset)
+        return max(0, min(k, self._tail_first + len(tail) - 1))
+
+    def _byte_end(self, k: int) -> int:
+        """The end offset (in ordinary-text bytes) of token ``k`` (byte_offsets)."""
+        tail = self._byte_ends
+        assert tail is not None, "parser was created without byte_offsets"
+        if k >= self._tail_first:
+            return tail[k - self._tail_first]
+        b = bisect_right(self._block_first, k) - 1
+        return int(self._end_blocks[b][k - self._block_first[b]])
+
+    def _add_end_block(self, ends: np.ndarray) -> None:
+        """Record the end offsets of a long run (after the tail, which becomes a block)."""
+        tail = self._byte_ends
+        assert tail is not None
+        for block in (np.array(tail, dtype=np.int64), ends) if tail else (ends,):
+            self._end_blocks.append(block)
+            self._block_first.append(self._tail_first)
+            self._block_last.append(int(block[-1]))
+            self._tail_first += len(block)
+        if tail:
+            self._byte_ends = []
 
     def _decode(self, data: bytes) -> None:
         decoder = self._decoder
@@ -625,26 +657,25 @@ class StreamParser:
                 return
             if cut > prev:
                 self._pos = base + prev
-                self._run_large(ids[prev:cut], arr[prev:cut])
+                self._run_large(arr[prev:cut])
             if cut < len(ids):
                 self._pos = base + cut
                 self._structural_token(ids[cut])
             prev = cut + 1
 
-    def _run_large(self, run: list[int], arr: np.ndarray) -> None:
-        """Like :meth:`_run` for a long run (``arr`` holds the same ids): byte offsets
-        computed with NumPy."""
-        byte_ends = self._byte_ends
-        id_bytes = self._id_bytes
+    def _run_large(self, arr: np.ndarray) -> None:
+        """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
+        byte offsets computed with NumPy."""
         self._run_start = self._pos
-        self._pos += len(run)
-        if byte_ends is not None:
+        self._pos += len(arr)
+        data = self._table.join_bytes(arr)
+        if self._byte_ends is not None:
             ends = np.cumsum(self._table.length_array[arr]) + self._bytes_seen
-            byte_ends.extend(ends.tolist())
+            self._add_end_block(ends)
             self._bytes_seen = int(ends[-1])
-            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+            self._on_bytes(data)
         else:
-            self._decode(b"".join(map(id_bytes.__getitem__, run)))
+            self._decode(data)
 
     def _structural_token(self, t: int) -> None:
         pos = self._pos

@@ -112,6 +112,10 @@ class TokenTable:
         # The same as NumPy arrays, for validating and measuring whole chunks at once.
         self.valid_array = np.fromiter(self.valid, dtype=bool, count=size)
         self.length_array = np.fromiter(map(len, self.id_to_bytes), dtype=np.int64, count=size)
+        # Every token's bytes end to end and where each starts: a long run of ids is joined
+        # by one NumPy gather (about twice as fast as joining a Python list).
+        self._flat_bytes = np.frombuffer(b"".join(self.id_to_bytes), dtype=np.uint8)
+        self._starts = np.cumsum(self.length_array) - self.length_array
         self.id_to_str: list[str | None] = [
             _complete_utf8(b) if b is not None else None for b in table
         ]
@@ -218,10 +222,25 @@ class TokenTable:
                     f"(ids are 0..{n - 1})"
                 )
 
+    def join_bytes(self, ids: np.ndarray) -> bytes:
+        """The bytes of ``ids`` (an integer array of valid ids) end to end."""
+        pieces = []
+        for k in range(0, len(ids), _GATHER_CHUNK):  # bounds the index arrays' memory
+            chunk = ids[k : k + _GATHER_CHUNK]
+            lengths = self.length_array[chunk]
+            ends = np.cumsum(lengths)
+            index = np.repeat(self._starts[chunk] - (ends - lengths), lengths)
+            index += np.arange(len(index))
+            pieces.append(self._flat_bytes[index].tobytes())
+        return b"".join(pieces)
+
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
         self.check_ids(ids)
         return b"".join(map(self.id_to_bytes.__getitem__, ids)).decode("utf-8", "replace")
+
+
+_GATHER_CHUNK = 1 << 15
 
 
 def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
