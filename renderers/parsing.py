@@ -386,6 +386,7 @@ class MarkerScanner:
 
 
 _SMALL_CHUNK = 48
+_GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
 
 
 class StreamParser:
@@ -657,7 +658,10 @@ class StreamParser:
                 return
             if cut > prev:
                 self._pos = base + prev
-                self._run_large(arr[prev:cut])
+                if cut - prev < _GATHER_MIN:
+                    self._run(ids[prev:cut])
+                else:
+                    self._run_large(arr[prev:cut])
             if cut < len(ids):
                 self._pos = base + cut
                 self._structural_token(ids[cut])

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from renderers import (
     Message,
+    ParseResult,
     Part,
     PartFinished,
     PartStarted,
@@ -1679,3 +1680,36 @@ def test_random_ids_never_crash_and_stream_equals_batch(
     parser.feed(ids[cut:])
     assert parser.finish() == expected
     assert len(expected.spans) == len(expected.message.parts)
+
+
+LONG_REASONING = " ".join(f"step {k}: weigh option {k % 7} against the rest." for k in range(400))
+
+
+def _feed_every_way(r: DeepSeekV3Renderer, ids: list[int]) -> list[ParseResult]:
+    """Batch (list and array), one token per feed, long chunks, and single tokens followed
+    by one long chunk: long runs take the NumPy path, short feeds the per-token one."""
+    results = [r.parse_response(ids), r.parse_response(np.asarray(ids))]
+    for chunks in (
+        [[t] for t in ids],
+        [ids[k : k + 700] for k in range(0, len(ids), 700)],
+        [*([t] for t in ids[:100]), ids[100:1500], *([t] for t in ids[1500:1510]), ids[1510:]],
+    ):
+        parser = r.stream_parser()
+        for chunk in chunks:
+            parser.feed(chunk)
+        results.append(parser.finish())
+    return results
+
+
+def test_v3_reasoning_marker_after_a_long_run_maps_to_its_tokens(v3: DeepSeekV3Renderer) -> None:
+    head = v3.table.encode("<think>\n")
+    body = v3.table.encode(LONG_REASONING)
+    close = v3.table.encode("\n</think>")
+    tail = v3.table.encode("\n\nThe answer.")
+    ids = [*head, *body, *close, *tail, v3.eos]
+    assert len(body) > 2000 and v3.decode(close) == "\n</think>"
+    end = len(head) + len(body) + len(close)
+    for parsed in _feed_every_way(v3, ids):
+        assert parsed.message.parts == (ThinkingPart(LONG_REASONING), TextPart("The answer."))
+        assert parsed.spans == ((0, end), (end, len(ids) - 1))
+        assert parsed.termination is Termination.STOP

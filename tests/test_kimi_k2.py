@@ -1220,3 +1220,42 @@ def test_renderers_load_their_default_tokenizer() -> None:
     assert KimiK2Renderer().tokenizer is tokenizer(INSTRUCT)
     assert KimiK2ThinkingRenderer().tokenizer is tokenizer(THINKING)
     assert (KimiK2Renderer.name, KimiK2ThinkingRenderer.name) == ("kimi_k2", "kimi_k2_thinking")
+
+
+LONG_TEXT = " ".join(
+    f"Paragraph {k}: the forecast for region {k % 9} looks stable." for k in range(300)
+)
+
+
+@pytest.mark.parametrize("variant", [K2, K2_THINKING], ids=repr)
+def test_text_section_marker_after_a_long_run_maps_to_its_tokens(variant: Variant) -> None:
+    encode = variant.renderer.table.encode
+    text = encode(LONG_TEXT)
+    begin = encode("<|tool_call_section_begin|>")
+    call = _ids(variant.model_id, CALL)
+    end = encode("<|tool_call_section_end|>")
+    done = encode("Done.")
+    ids = [*text, *begin, *call, *end, *done, IM_END]
+    assert len(text) > 2000
+    call_start = len(text) + len(begin)
+    done_start = call_start + len(call) + len(end)
+    expected = [TextPart(LONG_TEXT), WEATHER_CALL, TextPart("Done.")]
+    renderer = variant.renderer
+    results = [renderer.parse_response(ids), renderer.parse_response(np.asarray(ids))]
+    for chunks in (
+        [[t] for t in ids],
+        [ids[k : k + 700] for k in range(0, len(ids), 700)],
+        [*([t] for t in ids[:100]), ids[100:]],
+    ):
+        parser = renderer.stream_parser()
+        for chunk in chunks:
+            parser.feed(chunk)
+        results.append(parser.finish())
+    for res in results:
+        assert list(res.message.parts) == expected
+        assert res.spans == (
+            (0, len(text)),
+            (call_start, call_start + len(call)),
+            (done_start, len(ids) - 1),
+        )
+        assert res.termination is Termination.STOP and not res.issues
