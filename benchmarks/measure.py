@@ -7,7 +7,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -28,6 +28,31 @@ def median_seconds(
         times.append(elapsed)
         total += elapsed
     return statistics.median(times)
+
+
+def paired_median_seconds(
+    fns: Sequence[Callable[[], Any]],
+    *,
+    repeats: int = 7,
+    warmup: int = 2,
+    min_total: float = 0.3,
+) -> list[float]:
+    """Median wall time of each of ``fns``, timed in turn within every round, so a slow
+    spell of a shared machine hits ours and the baseline alike and their ratio holds."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    total = 0.0
+    gc.collect()
+    while len(times[0]) < repeats or (total < min_total and len(times[0]) < 200):
+        for fn, samples in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - start
+            samples.append(elapsed)
+            total += elapsed
+    return [statistics.median(samples) for samples in times]
 
 
 def peak_memory_bytes(fn: Callable[[], Any]) -> int:

@@ -65,7 +65,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from benchmarks.measure import median_seconds
+from benchmarks.measure import median_seconds, paired_median_seconds
 from benchmarks.workloads import TOOLS, assistant_message, sampled_ids
 from renderers import (
     Message,
@@ -162,10 +162,11 @@ def _parse_row(
     extra = {"outputs_agree": agree, **extra}
     if theirs is not None and not agree:
         extra["first_difference"] = _cell(_first_item_difference(mine, theirs))
-    t_ours = median_seconds(functools.partial(ours.parse_response, ids), repeats=repeats)
-    t_peer = None
-    if agree and parse is not None:
-        t_peer = median_seconds(functools.partial(parse, ids), repeats=repeats)
+    t_ours, t_peer = _timed(
+        functools.partial(ours.parse_response, ids),
+        functools.partial(parse, ids) if agree and parse is not None else None,
+        repeats,
+    )
     return Row(
         ours.name,
         measure,
@@ -252,9 +253,8 @@ def _render_row(
         ours.table.clear_cache()
         return mine()
 
-    t_cold = median_seconds(mine_cold, repeats=repeats)
     t_warm = median_seconds(mine, repeats=repeats)
-    t_peer = median_seconds(peer, repeats=repeats) if agree and peer is not None else None
+    t_cold, t_peer = _timed(mine_cold, peer if agree else None, repeats)
     call = adapter.prompt_call if label == "build_generation_prompt" else adapter.sft_call
     return Row(
         ours.name,
@@ -799,8 +799,7 @@ def _openai_harmony(renderer: Renderer, ids: list[int], repeats: int) -> Any:
     peer_texts = ["".join(c.text for c in m.content) for m in messages]
     our_texts = [p.text for p in ours if isinstance(p, (TextPart, ThinkingPart))]
     agree = peer_texts == our_texts
-    t_ours = median_seconds(lambda: renderer.parse_response(ids), repeats=repeats)
-    t_peer = median_seconds(peer, repeats=repeats) if agree else None
+    t_ours, t_peer = _timed(lambda: renderer.parse_response(ids), peer if agree else None, repeats)
     return Row(
         renderer.name,
         "parse_response vs openai-harmony",
@@ -810,3 +809,13 @@ def _openai_harmony(renderer: Renderer, ids: list[int], repeats: int) -> Any:
         t_peer,
         {"outputs_agree": agree},
     )
+
+
+def _timed(
+    ours: Callable[[], Any], peer: Callable[[], Any] | None, repeats: int
+) -> tuple[float, float | None]:
+    """Our median time and the peer's (timed in turn with ours), if there is a peer."""
+    if peer is None:
+        return median_seconds(ours, repeats=repeats), None
+    t_ours, t_peer = paired_median_seconds([ours, peer], repeats=repeats)
+    return t_ours, t_peer

@@ -22,8 +22,9 @@ def markdown(rows: Sequence[Any], machine: dict[str, str], config: Any) -> str:
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()),
         "",
-        f"Medians of at least {config.repeats} runs after warm-up. Ratio = ours / baseline "
-        "(below 1 means faster than the baseline).",
+        f"Medians of at least {config.repeats} runs after warm-up; ours and its baseline are "
+        "timed in turn in every round. Ratio = ours / baseline (below 1 means faster than the "
+        "baseline).",
         "",
         "| model | measure | tokens | ours | baseline | baseline time | ratio | notes |",
         "|---|---|---:|---:|---|---:|---:|---|",

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from benchmarks import peers
-from benchmarks.measure import Progress, median_seconds, peak_memory_bytes
+from benchmarks.measure import Progress, paired_median_seconds, peak_memory_bytes
 from benchmarks.workloads import TOOLS, completions, ten_turn_conversation
 from renderers import Renderer, get_renderer
 from renderers.registry import RENDERERS
@@ -151,10 +152,13 @@ def run(config: Config) -> list[Row]:
                 ids = completion.ids
                 expected_text = decode(ids)
                 assert expected_text  # the baseline works on these ids
-                t_parse = median_seconds(
-                    functools.partial(renderer.parse_response, ids), repeats=config.repeats
+                t_parse, t_decode = paired_median_seconds(
+                    [
+                        functools.partial(renderer.parse_response, ids),
+                        functools.partial(decode, ids),
+                    ],
+                    repeats=config.repeats,
                 )
-                t_decode = median_seconds(functools.partial(decode, ids), repeats=config.repeats)
                 result = renderer.parse_response(ids)
                 rows.append(
                     Row(
@@ -177,7 +181,10 @@ def run(config: Config) -> list[Row]:
                 rows.append(peer_row)
             for feed in config.feeds:
                 progress.step(f"{name}: stream {len(complete)} tokens, {feed}-token feeds")
-                t_stream = _stream_seconds(renderer, complete, feed, config.repeats)
+                t_stream, t_decode = paired_median_seconds(
+                    [_streamer(renderer, complete, feed), functools.partial(decode, complete)],
+                    repeats=config.repeats,
+                )
                 rows.append(
                     Row(
                         name,
@@ -185,7 +192,7 @@ def run(config: Config) -> list[Row]:
                         len(complete),
                         t_stream,
                         "tokenizer.decode",
-                        median_seconds(functools.partial(decode, complete), repeats=config.repeats),
+                        t_decode,
                         {"us_per_token": t_stream / len(complete) * 1e6},
                     )
                 )
@@ -226,8 +233,8 @@ def _k(tokens: int) -> str:
     return f"{tokens // 1000}k" if tokens >= 1000 and tokens % 1000 == 0 else str(tokens)
 
 
-def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int) -> float:
-    """Median time to stream ``ids`` through a new parser in ``feed``-token chunks."""
+def _streamer(renderer: Renderer, ids: list[int], feed: int) -> Callable[[], None]:
+    """A function streaming ``ids`` through a new parser in ``feed``-token chunks."""
     chunks = [ids[k : k + feed] for k in range(0, len(ids), feed)]
 
     def stream() -> None:
@@ -237,7 +244,7 @@ def _stream_seconds(renderer: Renderer, ids: list[int], feed: int, repeats: int)
             feed_(chunk)
         parser.finish()
 
-    return median_seconds(stream, repeats=repeats)
+    return stream
 
 
 def _bench_options(name: str, config: Config) -> dict[str, Any]:
@@ -285,18 +292,20 @@ def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
         ours_ids = ours()
         identical = expected[0] == ours_ids if expected is not None else None
         baseline, t_template = "", None
+        fns: list[Callable[[], Any]] = [ours_cold, ours]
         if expected is not None:
             baseline = expected[1]
-            t_template = median_seconds(
-                functools.partial(_template_ids, renderer, target, gen), repeats=config.repeats
-            )
-        for variant, fn in (("cold text cache", ours_cold), ("warm", ours)):
+            fns.append(functools.partial(_template_ids, renderer, target, gen))
+        times = paired_median_seconds(fns, repeats=config.repeats)
+        if expected is not None:
+            t_template = times[2]
+        for variant, t_ours in (("cold text cache", times[0]), ("warm", times[1])):
             rows.append(
                 Row(
                     renderer.name,
                     f"{label} (10 turns, tools; {variant})",
                     len(ours_ids),
-                    median_seconds(fn, repeats=config.repeats),
+                    t_ours,
                     baseline,
                     t_template,
                     {"identical_tokens": identical},
