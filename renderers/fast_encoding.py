@@ -40,29 +40,29 @@ _KIMI = (
 )
 
 
-_DEEPSEEK = (
-    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
-    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# DeepSeek's pre-tokenizer first isolates runs of up to 3 digits, then CJK runs, then
+# splits each remaining piece with its main pattern (text no alternative matches stays a
+# piece of its own). One pattern does the same: digits and CJK first, and the main
+# alternatives (and the gap alternative) never cross into them, treating them as the end
+# of a piece in their lookahead.
+_CJK = "\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff"
+_ISOLATED = rf"\p{{N}}{_CJK}"
+_DEEPSEEK_MAIN = (
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""
+    rf"|[^\r\n\p{{L}}\p{{P}}\p{{S}}{_ISOLATED}]?[\p{{L}}\p{{M}}&&[^{_ISOLATED}]]+"
+    rf"| ?[\p{{P}}\p{{S}}&&[^{_ISOLATED}]]+[\r\n]*|\s*[\r\n]+|\s+(?![^\s{_ISOLATED}])|\s+"
 )
-# DeepSeek splits digits and CJK runs off first (isolated), then applies its main pattern;
-# text no alternative matches stays a piece of its own, as in ``tokenizers``' Split.
-_DEEPSEEK_PRESPLIT = (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+")
-
-
-def _with_gaps(pattern: str) -> str:
-    """``pattern`` plus an alternative matching each run of text it does not match."""
-    return f"{pattern}|(?:(?!{pattern})[\\s\\S])+"
+_DEEPSEEK = rf"\p{{N}}{{1,3}}|[{_CJK}]+|{_DEEPSEEK_MAIN}|(?:(?!{_DEEPSEEK_MAIN})[^{_ISOLATED}])+"
 
 
 @dataclass(frozen=True, slots=True)
 class Proven:
-    """A tokenizer whose encoding tiktoken reproduces exactly: ``presplit`` patterns
-    first isolate pieces (in order), then ``pattern`` splits each piece for BPE."""
+    """A tokenizer whose encoding tiktoken reproduces exactly with the split ``pattern``
+    (after NFC normalization if ``nfc``)."""
 
     model: str
     pattern: str
     nfc: bool
-    presplit: tuple[str, ...] = ()
 
 
 PROVEN: dict[str, Proven] = {
@@ -79,10 +79,10 @@ PROVEN: dict[str, Proven] = {
         "moonshotai/Kimi-K2-Thinking", _KIMI, nfc=False
     ),
     "a20fd7321032199989a135d25f943584f969b2c95c48786305775438f0b72145": Proven(
-        "deepseek-ai/DeepSeek-V3", _with_gaps(_DEEPSEEK), nfc=False, presplit=_DEEPSEEK_PRESPLIT
+        "deepseek-ai/DeepSeek-V3", _DEEPSEEK, nfc=False
     ),
     "68f0af56d51ba0c75d3536e44bbe5b8b366cf154503807ea56594a56859beceb": Proven(
-        "deepseek-ai/DeepSeek-V3.1", _with_gaps(_DEEPSEEK), nfc=False, presplit=_DEEPSEEK_PRESPLIT
+        "deepseek-ai/DeepSeek-V3.1", _DEEPSEEK, nfc=False
     ),
 }
 """Fingerprint -> how to encode; filled only with tokenizers the tests prove equal."""
@@ -136,21 +136,6 @@ def build(table: TokenTable, proven: Proven) -> Callable[[str], list[int]] | Non
         special_tokens={},
     )
     encode_ordinary = encoding.encode_ordinary
-    if proven.presplit:
-        import regex
-
-        splitters = [regex.compile(f"({p})").split for p in proven.presplit]
-
-        def encode_pieces(text: str) -> list[int]:
-            pieces = [text]
-            for split in splitters:
-                pieces = [q for p in pieces for q in split(p) if q]
-            out: list[int] = []
-            for piece in pieces:
-                out += encode_ordinary(piece)
-            return out
-
-        return encode_pieces
     if proven.nfc:
         normalize = unicodedata.normalize
 

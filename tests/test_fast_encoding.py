@@ -3,6 +3,8 @@ corpus for every tokenizer it is enabled for; any other tokenizer keeps ``tokeni
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from renderers import fast_encoding, token_table
@@ -49,3 +51,33 @@ def test_a_failing_self_check_falls_back(monkeypatch: pytest.MonkeyPatch) -> Non
     wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)  # not Qwen's split pattern
     monkeypatch.setitem(fast_encoding.PROVEN, key, wrong)
     assert fast_encoding.fast_encoder(table, table._reference_encode) is None
+
+
+# Characters at the edges of the split patterns' classes: ASCII and other digits (Nd, Nl,
+# No), CJK and kana (with the kana-block punctuation and marks), letters of several
+# scripts and cases, combining marks, punctuation, symbols, emoji, every kind of space.
+BOUNDARY_ALPHABET = (
+    "0123456789٣۴߂१௫〇Ⅻ½²"
+    "中文字日本語ひらがなカタカナ゠・ーゝゞ\u3099\u309a"
+    "abcXYZßſİıÄäéΩωЖжعبराא"
+    "\u0301\u0308\u20dd"
+    "'’\".,;:!?-–—_()[]{}<>/\\@#$%^&*+=|~`、。「」"
+    "€¥©®™°±×÷"
+    "🙂🎉👍🏽\u200d"
+    " \t\n\r\u00a0\u2003\u3000\u000b\u000c"
+)
+
+
+@pytest.mark.parametrize("model_id", PROVEN_MODELS)
+def test_fast_encoder_equals_the_tokenizer_at_class_boundaries(model_id: str) -> None:
+    table = token_table(tokenizer_for(model_id))
+    rng = random.Random(model_id)
+    texts = [
+        "".join(rng.choice(BOUNDARY_ALPHABET) for _ in range(rng.randint(1, 40)))
+        for _ in range(20_000)
+    ]
+    texts += [a + b + c for a in "a 1中ー\n'" for b in "1 ー中\u0301\n" for c in "a1 中・"]
+    expected = [e.ids for e in table._encoder.encode_batch(texts, add_special_tokens=False)]
+    got = [table._encode_ordinary(t) for t in texts]
+    mismatches = [t for t, g, e in zip(texts, got, expected, strict=True) if g != e]
+    assert not mismatches, f"{len(mismatches)} texts differ, e.g. {mismatches[:3]!r}"
