@@ -385,6 +385,52 @@ class MarkerScanner:
         return buf
 
 
+class _TokenByteEnds:
+    """The end offset, in ordinary-text bytes, of every token seen so far, so a marker
+    found in the text maps back to tokens exactly.
+
+    Long runs are kept as NumPy blocks (never turned into lists); tokens fed one at a time
+    are appended to ``tail``, the ends of the tokens after the last block.
+    """
+
+    __slots__ = ("_block_first", "_block_last", "_blocks", "_tail_first", "seen", "tail")
+
+    def __init__(self) -> None:
+        self.seen = 0  # bytes so far: the end of the latest token
+        self.tail: list[int] = []
+        self._tail_first = 0  # index of the token whose end is tail[0]
+        self._blocks: list[np.ndarray] = []
+        self._block_first: list[int] = []  # first token of each block
+        self._block_last: list[int] = []  # end of each block's last token
+
+    def add_run(self, lengths: np.ndarray) -> None:
+        """Record a long run of tokens of these byte lengths (the tail becomes a block)."""
+        ends = np.cumsum(lengths) + self.seen
+        self.seen = int(ends[-1])
+        for block in (np.array(self.tail, dtype=np.int64), ends) if self.tail else (ends,):
+            self._blocks.append(block)
+            self._block_first.append(self._tail_first)
+            self._block_last.append(int(block[-1]))
+            self._tail_first += len(block)
+        self.tail = []
+
+    def token_at(self, offset: int) -> int:
+        """The index of the token holding byte ``offset``."""
+        b = bisect_right(self._block_last, offset)
+        if b < len(self._blocks):
+            k = self._block_first[b] + int(np.searchsorted(self._blocks[b], offset, "right"))
+        else:
+            k = self._tail_first + bisect_right(self.tail, offset)
+        return max(0, min(k, self._tail_first + len(self.tail) - 1))
+
+    def end_of(self, k: int) -> int:
+        """The end offset of token ``k``."""
+        if k >= self._tail_first:
+            return self.tail[k - self._tail_first]
+        b = bisect_right(self._block_first, k) - 1
+        return int(self._blocks[b][k - self._block_first[b]])
+
+
 _SMALL_CHUNK = 48
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
 
@@ -428,16 +474,7 @@ class StreamParser:
         self._stop_id: int | None = None
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
-        # With byte_offsets, the absolute end offset (in ordinary-text bytes) of every token
-        # is kept, so text-level markers map back to tokens exactly: long runs as NumPy
-        # blocks (never turned into lists), short feeds appended to the list
-        # ``_byte_ends``, which holds the ends of tokens ``_tail_first`` onwards.
-        self._byte_ends: list[int] | None = [] if byte_offsets else None
-        self._tail_first = 0
-        self._end_blocks: list[np.ndarray] = []
-        self._block_first: list[int] = []  # first token of each block
-        self._block_last: list[int] = []  # end offset of each block's last token
-        self._bytes_seen = 0
+        self._byte_ends = _TokenByteEnds() if byte_offsets else None
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -460,7 +497,8 @@ class StreamParser:
     def _text_ok(self, data: bytes) -> bool:
         """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
         may go straight to :meth:`_on_text` because it cannot hold or continue a marker. A
-        format answering yes accounts for the bytes in its scanner (``skip``)."""
+        format answering yes accounts for the bytes in its scanner
+        (:meth:`MarkerScanner.pass_through`)."""
         return False
 
     # -- helpers for formats --------------------------------------------------------------
@@ -476,35 +514,13 @@ class StreamParser:
 
     def _token_at_byte(self, offset: int) -> int:
         """The index of the token holding ordinary-text byte ``offset`` (byte_offsets)."""
-        tail = self._byte_ends
-        assert tail is not None, "parser was created without byte_offsets"
-        b = bisect_right(self._block_last, offset)
-        if b < len(self._end_blocks):
-            k = self._block_first[b] + int(np.searchsorted(self._end_blocks[b], offset, "right"))
-        else:
-            k = self._tail_first + bisect_right(tail, offset)
-        return max(0, min(k, self._tail_first + len(tail) - 1))
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return self._byte_ends.token_at(offset)
 
     def _byte_end(self, k: int) -> int:
         """The end offset (in ordinary-text bytes) of token ``k`` (byte_offsets)."""
-        tail = self._byte_ends
-        assert tail is not None, "parser was created without byte_offsets"
-        if k >= self._tail_first:
-            return tail[k - self._tail_first]
-        b = bisect_right(self._block_first, k) - 1
-        return int(self._end_blocks[b][k - self._block_first[b]])
-
-    def _add_end_block(self, ends: np.ndarray) -> None:
-        """Record the end offsets of a long run (after the tail, which becomes a block)."""
-        tail = self._byte_ends
-        assert tail is not None
-        for block in (np.array(tail, dtype=np.int64), ends) if tail else (ends,):
-            self._end_blocks.append(block)
-            self._block_first.append(self._tail_first)
-            self._block_last.append(int(block[-1]))
-            self._tail_first += len(block)
-        if tail:
-            self._byte_ends = []
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return self._byte_ends.end_of(k)
 
     def _decode(self, data: bytes) -> None:
         decoder = self._decoder
@@ -546,8 +562,8 @@ class StreamParser:
                         if not self._text_ok(data):
                             text = None
                         else:
-                            self._bytes_seen += len(data)
-                            byte_ends.append(self._bytes_seen)
+                            byte_ends.seen += len(data)
+                            byte_ends.tail.append(byte_ends.seen)
                     if text is not None:
                         self._run_start = self._pos
                         self._pos += 1
@@ -614,11 +630,12 @@ class StreamParser:
         byte_ends = self._byte_ends
         id_bytes = self._id_bytes
         if byte_ends is not None:
-            seen = self._bytes_seen
+            seen = byte_ends.seen
+            tail = byte_ends.tail
             for t in run:
                 seen += len(id_bytes[t])
-                byte_ends.append(seen)
-            self._bytes_seen = seen
+                tail.append(seen)
+            byte_ends.seen = seen
             self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
             return
         if not self._pending:
@@ -674,9 +691,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            ends = np.cumsum(self._table.length_array[arr]) + self._bytes_seen
-            self._add_end_block(ends)
-            self._bytes_seen = int(ends[-1])
+            self._byte_ends.add_run(self._table.length_array[arr])
             self._on_bytes(data)
         else:
             self._decode(data)
@@ -686,8 +701,9 @@ class StreamParser:
         self._flush_pending()
         self._pos = pos + 1
         self._run_start = self._pos
-        if self._byte_ends is not None:
-            self._byte_ends.append(self._bytes_seen)
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            byte_ends.tail.append(byte_ends.seen)
         if t in self._stop_ids or t in self._eos_ids:
             self._stop_id = t
             self._on_end(pos, True)
