@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import report, suite
+from renderers.registry import renderer_names
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,7 +21,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", "-o", type=Path, required=True, help="directory for results")
     parser.add_argument(
         "--models",
-        default=",".join(suite.available_models()),
+        default=",".join(renderer_names()),
         help="comma-separated renderer names (default: all)",
     )
     parser.add_argument(
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = sorted(set(models) - set(suite.available_models()))
+    unknown = sorted(set(models) - set(renderer_names()))
     if unknown:
         parser.error(f"unknown model(s): {', '.join(unknown)}")
     try:

@@ -16,18 +16,7 @@ def median_seconds(
 ) -> float:
     """Median wall time of ``fn()`` over at least ``repeats`` runs (more for fast functions,
     until ``min_total`` seconds were measured), after ``warmup`` untimed runs."""
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    total = 0.0
-    gc.collect()
-    while len(times) < repeats or (total < min_total and len(times) < 200):
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
-        times.append(elapsed)
-        total += elapsed
-    return statistics.median(times)
+    return paired_median_seconds([fn], repeats=repeats, warmup=warmup, min_total=min_total)[0]
 
 
 def paired_median_seconds(

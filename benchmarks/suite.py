@@ -17,7 +17,6 @@ from benchmarks import peers
 from benchmarks.measure import Progress, paired_median_seconds, peak_memory_bytes
 from benchmarks.workloads import TOOLS, completions, ten_turn_conversation
 from renderers import Renderer, get_renderer
-from renderers.registry import RENDERERS
 
 
 @dataclass
@@ -378,7 +377,3 @@ def machine() -> dict[str, str]:
         "platform": platform.platform(),
         **versions,
     }
-
-
-def available_models() -> list[str]:
-    return sorted(RENDERERS)

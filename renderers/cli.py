@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from renderers.messages import Message, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.registry import RENDERERS, get_renderer
+from renderers.registry import describe_renderers, get_renderer
 
 __all__ = ["main"]
 
@@ -349,7 +349,7 @@ def _bench(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    models = ", ".join(f"{name} ({model})" for name, (_, _, model) in sorted(RENDERERS.items()))
+    models = describe_renderers()
     parser = argparse.ArgumentParser(
         prog="renderers",
         description="Exact chat-template rendering and token-level parsing for LLM training.",

@@ -7,7 +7,7 @@ from typing import Any
 
 from renderers.rendering import Renderer
 
-__all__ = ["RENDERERS", "get_renderer", "renderer_names"]
+__all__ = ["RENDERERS", "describe_renderers", "get_renderer", "renderer_names"]
 
 # name -> (module, class, default model id). Modules are imported on first use.
 RENDERERS: dict[str, tuple[str, str, str]] = {
@@ -23,13 +23,15 @@ RENDERERS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-# Model ids (lower case) that share a renderer's template without being its default.
-_MODEL_ALIASES: dict[str, str] = {}
-
 
 def renderer_names() -> list[str]:
     """The names :func:`get_renderer` accepts (besides model ids)."""
     return sorted(RENDERERS)
+
+
+def describe_renderers() -> str:
+    """Every renderer as ``name (default model id)``, comma-separated."""
+    return ", ".join(f"{name} ({model})" for name, (_, _, model) in sorted(RENDERERS.items()))
 
 
 def _resolve(name_or_model_id: str) -> str:
@@ -40,10 +42,9 @@ def _resolve(name_or_model_id: str) -> str:
     for name, (_, _, model_id) in RENDERERS.items():
         if model_id.lower() == lowered:
             return name
-    if lowered in _MODEL_ALIASES:
-        return _MODEL_ALIASES[lowered]
-    known = ", ".join(f"{n} ({m})" for n, (_, _, m) in sorted(RENDERERS.items()))
-    raise ValueError(f"unknown renderer or model id {name_or_model_id!r}; known: {known}")
+    raise ValueError(
+        f"unknown renderer or model id {name_or_model_id!r}; known: {describe_renderers()}"
+    )
 
 
 def get_renderer(name_or_model_id: str, tokenizer: Any = None, **options: Any) -> Renderer:
