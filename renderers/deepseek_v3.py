@@ -123,7 +123,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from renderers.messages import (
     Message,
@@ -132,6 +132,7 @@ from renderers.messages import (
     ThinkingPart,
     ToolCallPart,
     UnparsedToolCallPart,
+    join_text,
 )
 from renderers.parsing import (
     TEXT,
@@ -174,7 +175,6 @@ OUTPUT_END = "<｜tool▁output▁end｜>"
 THINK = "<think>"
 THINK_END = "</think>"
 
-_ROLES = ("system", "user", "assistant", "tool")
 _FENCE_OPEN = "```json\n"
 _FENCE_CLOSE = "\n```"
 # DeepSeek-R1-style reasoning written as text (V3, where <think> is not a token).
@@ -212,7 +212,7 @@ class DeepSeekV31Options:
 class _DeepSeekRenderer(Renderer):
     """What both DeepSeek formats share: token ids, system prompt, stop token, text."""
 
-    format_name: ClassVar[str]
+    roles = ("system", "user", "assistant", "tool")
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -243,8 +243,6 @@ class _DeepSeekRenderer(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        if result.stop_token_id is not None:
-            return 0, []
         return 0, section_closing(
             result,
             completion_ids,
@@ -259,13 +257,8 @@ class _DeepSeekRenderer(Renderer):
 
     def _check(self, messages: list[Message]) -> None:
         for i, m in enumerate(messages):
-            if m.role not in _ROLES:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for {self.format_name} "
-                    f"(expected one of {', '.join(_ROLES)})"
-                )
             if m.role != "assistant":
-                plain_text(m, i, self.format_name)
+                plain_text(m, i, self.name)
 
     def _system_prompt(self, w: TokenWriter, messages: list[Message]) -> None:
         """``<｜begin▁of▁sentence｜>`` and every system message, joined by a blank line."""
@@ -308,7 +301,6 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
     """Renderer and parser for DeepSeek-V3 (and R1-style completions in its format)."""
 
     name = "deepseek_v3"
-    format_name = "deepseek_v3"
     default_model = "deepseek-ai/DeepSeek-V3"
     Options = DeepSeekV3Options
 
@@ -467,7 +459,6 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
     """Renderer and parser for DeepSeek-V3.1 (thinking and non-thinking modes)."""
 
     name = "deepseek_v3.1"
-    format_name = "deepseek_v3.1"
     default_model = "deepseek-ai/DeepSeek-V3.1"
     Options = DeepSeekV31Options
 
@@ -640,7 +631,7 @@ def _reject_reasoning(m: Message, i: int) -> None:
 def _split_inline_reasoning(parts: list[Part]) -> list[Part]:
     """V3.1's template drops a plain answer's text up to its first ``</think>`` (reasoning
     written inline). That text becomes the reasoning, after any the message has in parts."""
-    text = "".join(p.text for p in parts if type(p) is TextPart)
+    text = join_text(parts)
     if THINK_END not in text:
         return parts
     before, after = text.split(THINK_END, 1)
@@ -855,7 +846,6 @@ class _V31Parser(_DeepSeekParser):
             call_separator="",
         )
         self._think = r.think
-        self._think_end = r.think_end
         if thinking:
             self.asm.open(THINKING, 0, explicit=True)
         else:

@@ -123,7 +123,6 @@ __all__ = ["GptOssOptions", "GptOssRenderer"]
 _BUILTIN_TOOLS = {"browser": BROWSER, "python": PYTHON}
 _BUILTIN_PREFIXES = ("browser.", "container.")
 _DIALECTS = ("template", "harmony")
-_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +434,7 @@ class GptOssRenderer(Renderer):
     name = "gpt_oss"
     default_model = "openai/gpt-oss-20b"
     Options = GptOssOptions
+    roles = ("system", "developer", "user", "assistant", "tool")
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -461,12 +461,6 @@ class GptOssRenderer(Renderer):
                 f"dialect: expected one of {', '.join(_DIALECTS)}, got {options.dialect!r}"
             )
         template = options.dialect == "template"
-        for i, m in enumerate(messages):
-            if m.role not in _ROLES:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for gpt_oss "
-                    f"(expected one of {', '.join(_ROLES)})"
-                )
         functions = functions_namespace(tools) if tools else None
         system = SystemContent(
             model_identity=options.model_identity,

@@ -120,7 +120,6 @@ __all__ = [
 DEFAULT_SYSTEM = "You are Kimi, an AI assistant created by Moonshot AI."
 INITIAL_DEFAULT_SYSTEM = "You are a helpful assistant"
 _TEMPLATES = ("chat_template", "initial")
-_ROLES = ("system", "user", "assistant", "tool")
 _ARGUMENT_MARKER = "<|tool_call_argument_begin|>"
 # Misspellings of the section markers that models have sampled; not tokens, so text.
 _SECTION_BEGIN_TEXT = b"<|tool_call_section_begin|>"
@@ -161,6 +160,7 @@ def deep_sort(value: Any) -> Any:
 class _KimiK2Base(Renderer):
     """What both Kimi-K2 formats share: turns, tools, tool calls, the parser."""
 
+    roles = ("system", "user", "assistant", "tool")
     _has_thinking = False
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
@@ -189,14 +189,6 @@ class _KimiK2Base(Renderer):
         return (self.im_end, self.eos)
 
     # -- rendering ----------------------------------------------------------------------
-
-    def _check_roles(self, messages: list[Message]) -> None:
-        for i, m in enumerate(messages):
-            if m.role not in _ROLES:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
-                    f"(expected one of {', '.join(_ROLES)})"
-                )
 
     def _tool_declaration(self, w: TokenWriter, tools: list[Mapping[str, Any]] | None) -> None:
         if not tools:
@@ -323,8 +315,6 @@ class _KimiK2Base(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        if result.stop_token_id is not None:
-            return 0, []
         return 0, section_closing(
             result,
             completion_ids,
@@ -369,7 +359,6 @@ class KimiK2Renderer(_KimiK2Base):
                 f"got {options.template!r}"
             )
         initial = options.template == "initial"
-        self._check_roles(messages)
         _reject_reasoning(messages)
         self._tool_declaration(w, tools)
         if messages and messages[0].role != "system":
@@ -409,7 +398,6 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
         options: KimiK2ThinkingOptions,
         add_generation_prompt: bool,
     ) -> None:
-        self._check_roles(messages)
         # The template's split: the FIRST assistant message without tool calls (its loop
         # meant to find the last). Messages up to it get an empty think block.
         considered = messages
@@ -510,7 +498,8 @@ def _assistant_parts(m: Message) -> list[Part]:
 
 # -- parsing ----------------------------------------------------------------------------
 
-_INDEX_SUFFIX = re.compile(r"[:_]\d+\Z")
+_COLON_INDEX = re.compile(r":\d+\Z")
+_UNDERSCORE_INDEX = re.compile(r"_\d+\Z")
 
 
 def tool_name_from_id(call_id: str) -> str:
@@ -518,14 +507,12 @@ def tool_name_from_id(call_id: str) -> str:
     writes it, and the variants models sample (``functions.NAME`` without the index,
     sanitized ``functions_NAME_IDX``, ``NAME:IDX``)."""
     name = call_id.strip()
-    if name.startswith("functions."):
-        name = name[len("functions.") :]
-        match = re.search(r":\d+\Z", name)
-    elif name.startswith("functions_"):
+    if name.startswith("functions_"):
         name = name[len("functions_") :]
-        match = re.search(r"_\d+\Z", name)
+        match = _UNDERSCORE_INDEX.search(name)
     else:
-        match = re.search(r":\d+\Z", name)
+        name = name.removeprefix("functions.")
+        match = _COLON_INDEX.search(name)
     if match and match.start() > 0:
         name = name[: match.start()]
     return name
@@ -621,15 +608,6 @@ class _KimiK2Parser(StreamParser):
     def _on_bytes(self, data: bytes) -> None:
         scanner = self._scanner
         if scanner.pass_through(data):
-            if not self._pending:
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass
-                else:
-                    if text:
-                        self._on_text(text)
-                    return
             self._decode(data)
             return
         scanner.push(data)

@@ -523,6 +523,15 @@ class StreamParser:
         return self._byte_ends.end_of(k)
 
     def _decode(self, data: bytes) -> None:
+        if not self._pending:
+            try:  # the common case, complete UTF-8, without the incremental decoder
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if text:
+                    self._on_text(text)
+                return
         decoder = self._decoder
         if decoder is None:
             decoder = self._decoder = codecs.getincrementaldecoder("utf-8")("replace")

@@ -66,7 +66,6 @@ _TOOLS_OUTRO = (
     "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
     '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
 )
-_ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +85,7 @@ class Qwen3Renderer(Renderer):
     name = "qwen3"
     default_model = "Qwen/Qwen3-8B"
     Options = Qwen3Options
+    roles = ("system", "user", "assistant", "tool")
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -114,12 +114,6 @@ class Qwen3Renderer(Renderer):
         options: Qwen3Options,
         add_generation_prompt: bool,
     ) -> None:
-        for i, m in enumerate(messages):
-            if m.role not in _ROLES:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for qwen3 "
-                    f"(expected one of {', '.join(_ROLES)})"
-                )
         first_is_system = bool(messages) and messages[0].role == "system"
         if tools:
             w.control(self.im_start)

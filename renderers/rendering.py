@@ -229,14 +229,16 @@ def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
 class Renderer:
     """The contract every model family implements.
 
-    Subclasses define ``name``, ``default_model``, an ``Options`` frozen dataclass,
-    ``stop_token_ids`` and the two format hooks :meth:`_render` and :meth:`_new_parser`.
-    Per-call options override the options given at construction.
+    Subclasses define ``name``, ``default_model``, an ``Options`` frozen dataclass, the
+    message ``roles`` the format knows, ``stop_token_ids`` and the two format hooks
+    :meth:`_render` and :meth:`_new_parser`. Per-call options override the options given
+    at construction.
     """
 
     name: ClassVar[str]
     default_model: ClassVar[str]
     Options: ClassVar[type[Any]]
+    roles: ClassVar[tuple[str, ...]]
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
@@ -436,6 +438,12 @@ class Renderer:
             if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
             else coerce_messages(messages)
         )
+        for i, m in enumerate(msgs):
+            if m.role not in self.roles:
+                raise ValueError(
+                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
+                    f"(expected one of {', '.join(self.roles)})"
+                )
         tool_list = _check_tools(tools)
         writer = TokenWriter(self.table)
         self._render(
@@ -459,7 +467,10 @@ def section_closing(
     stop: int,
 ) -> list[int]:
     """The ids that close a turn cut off in a format with tool-call sections (DeepSeek,
-    Kimi): the open reasoning or call, then the open section, then the stop token."""
+    Kimi): the open reasoning or call, then the open section, then the stop token; none
+    when the sample ended at a stop token."""
+    if result.stop_token_id is not None:
+        return []
     parts = result.message.parts
     last = parts[-1] if parts else None
     closing: list[int] = []
