@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harmony.messages import CHANNELS, DeveloperContent, HarmonyMessage, HarmonyTokens
+from harmony.messages import CHANNELS, CONSTRAIN, DeveloperContent, HarmonyMessage, HarmonyTokens
 from harmony.parser import HarmonyParseResult, HarmonyStreamParser
 from renderers.rendering import TokenWriter
 from renderers.tokenizer import TokenTable, load_tokenizer, token_table
@@ -23,7 +23,6 @@ from renderers.tokenizer import TokenTable, load_tokenizer, token_table
 __all__ = ["GPT_OSS_MODEL", "HarmonyEncoding", "drop_analysis", "has_function_tools"]
 
 GPT_OSS_MODEL = "openai/gpt-oss-20b"
-_CONSTRAIN = "<|constrain|>"
 _CACHED_FROM = 256  # TokenTable.encode caches shorter texts itself
 
 
@@ -56,7 +55,8 @@ class HarmonyEncoding:
             self.table = token_table(
                 tokenizer if tokenizer is not None else load_tokenizer(GPT_OSS_MODEL)
             )
-        self.tokens = HarmonyTokens.of(self.table)
+        self.tokens = tk = HarmonyTokens.of(self.table)
+        self._end_ids = {"end": tk.end, "return": tk.return_, "call": tk.call}
         self._constant_ids: dict[str, list[int]] = {}
 
     # -- rendering -------------------------------------------------------------------------
@@ -91,9 +91,9 @@ class HarmonyEncoding:
             w.text(m.channel, msg, sampled)
         if m.content_type is not None:
             w.text(" ", msg, sampled)
-            if m.content_type.startswith(_CONSTRAIN):
+            if m.content_type.startswith(CONSTRAIN):
                 w.control(tk.constrain, msg, sampled)
-                w.text(m.content_type[len(_CONSTRAIN) :], msg, sampled)
+                w.text(m.content_type[len(CONSTRAIN) :], msg, sampled)
             else:
                 w.text(m.content_type, msg, sampled)
         w.control(tk.message, msg, sampled)
@@ -113,8 +113,7 @@ class HarmonyEncoding:
             w.text(body, msg, sampled)
         if end is None:
             end = "call" if m.role == "assistant" and m.recipient is not None else "end"
-        end_id = {"end": tk.end, "return": tk.return_, "call": tk.call}[end]
-        w.control(end_id, msg, sampled if end_sampled is None else end_sampled)
+        w.control(self._end_ids[end], msg, sampled if end_sampled is None else end_sampled)
 
     def _body_ids(self, body: str) -> list[int]:
         ids = self._constant_ids.get(body)

@@ -18,6 +18,7 @@ from renderers.tokenizer import TokenTable
 
 __all__ = [
     "CHANNELS",
+    "CONSTRAIN",
     "DEFAULT_IDENTITY",
     "DEFAULT_KNOWLEDGE_CUTOFF",
     "REASONING_EFFORTS",
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
+CONSTRAIN = "<|constrain|>"
+"""The control token that starts a constrained content type (``<|constrain|>json``)."""
 CHANNELS = ("analysis", "commentary", "final")
 REASONING_EFFORTS = ("low", "medium", "high")
 DEFAULT_IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
@@ -162,7 +165,7 @@ class HarmonyTokens:
                 start=c("<|start|>"),
                 channel=c("<|channel|>"),
                 message=c("<|message|>"),
-                constrain=c("<|constrain|>"),
+                constrain=c(CONSTRAIN),
                 end=c("<|end|>"),
                 return_=c("<|return|>"),
                 call=c("<|call|>"),

@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
-from harmony.messages import CHANNELS, ROLES, HarmonyMessage, HarmonyTokens
+from harmony.messages import CHANNELS, CONSTRAIN, ROLES, HarmonyMessage, HarmonyTokens
 from renderers.parsing import ParseIssue, StreamParser
 from renderers.tokenizer import TokenTable
 
@@ -89,10 +89,9 @@ class MessageSink(Protocol):
 # -- header parsing --------------------------------------------------------------------
 
 _ROLE, _CHANNEL, _CONSTRAIN = 0, 1, 2
-_SEGMENT_TOKEN = {_CHANNEL: "<|channel|>", _CONSTRAIN: "<|constrain|>"}
+_SEGMENT_TOKEN = {_CHANNEL: "<|channel|>", _CONSTRAIN: CONSTRAIN}
 _WORD = re.compile(r"\S+")
 _IDENTIFIER = re.compile(r"[\w.+/-]*")
-_CONSTRAIN_TEXT = "<|constrain|>"
 
 Problem: TypeAlias = tuple[int, bool, str]
 """(token position, silent in lenient mode, message)."""
@@ -222,12 +221,12 @@ def parse_header(
             if not words:
                 problems.append((marks[i], False, "expected a content type after <|constrain|>"))
                 continue
-            content_types.append((_CONSTRAIN_TEXT + words[0], i))
+            content_types.append((CONSTRAIN + words[0], i))
             for w in words[1:]:
                 word(w, i, True)
     content_type = None
     if content_types:
-        constrained = [c for c in content_types if c[0].startswith(_CONSTRAIN_TEXT)]
+        constrained = [c for c in content_types if c[0].startswith(CONSTRAIN)]
         content_type, where = (constrained or content_types)[-1]
         others = [c for c, _ in content_types if c != content_type]
         if others:
@@ -364,13 +363,13 @@ class HarmonyMachine:
                 self._problem(pos, False, f"<|{end_name}|> outside a message (ignored)")
         elif t == tk.message:
             if state == _HEADER:
-                self._open_body(pos)
+                self._open_body(missing_message=False)
             elif state == _BODY:
                 self._problem(pos, False, "<|message|> inside a message body (dropped)")
             elif state == _EXPECT_START:
                 self._problem(pos, False, "expected <|start|> before <|message|>")
                 self._begin(pos, self._default_role)
-                self._open_body(pos)
+                self._open_body(missing_message=False)
         elif t == tk.start:
             if state == _BODY:
                 self._problem(
@@ -465,19 +464,18 @@ class HarmonyMachine:
             self._problem(pos, silent, message)
         return header, body
 
-    def _open_body(self, pos: int) -> None:
-        header, _ = self._parse(False)
+    def _open_body(self, missing_message: bool) -> str | None:
+        """End the header and start the body; returns body text the header ran into."""
+        header, body = self._parse(missing_message)
         self._state = _BODY
         self._role = header.role
         self._sink.begin(header)
+        return body
 
     def _header_without_message(self, pos: int, end_name: str | None) -> None:
         spelled = f"<|{end_name}|>" if end_name else "the end-of-sequence token"
         self._problem(pos, False, f"expected <|message|> before {spelled}")
-        header, body = self._parse(True)
-        self._state = _BODY
-        self._role = header.role
-        self._sink.begin(header)
+        body = self._open_body(missing_message=True)
         if self._state != _BODY:
             return
         if body:
@@ -499,7 +497,6 @@ class HarmonyMachine:
         start = self._after
         self._problem(start, False, "text outside a message (kept as a message without a header)")
         self._state = _BODY
-        self._marks = [start]
         self._sink.begin(Header(self._default_role, None, None, None, None, start))
         if self._state == _BODY:
             self._write(text)
@@ -607,11 +604,8 @@ class _Driver(StreamParser):
             report=self._issue,
             valid_channels=valid_channels,
         )
-        self._token = self.machine.token
+        self._on_token = self.machine.token  # type: ignore[method-assign,assignment]
         self._on_text = self.machine.text  # type: ignore[method-assign]
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        self._token(token_id, pos)
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         self.machine.end(pos, None)

@@ -78,13 +78,12 @@ Divergences from both, on purpose:
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -270,19 +269,17 @@ def _template_functions(tools: Sequence[ToolDescription]) -> str:
 @dataclass(frozen=True, slots=True)
 class _Item:
     """A Harmony message to write, with what loss weights need: the conversation message
-    it comes from, whether it is the first one written for that message (its
-    ``<|start|>assistant`` then belongs to the prompt), its end token, and whether the
+    it comes from (the items of one message are adjacent), its end token, and whether the
     model samples that end token (not the ``<|end|>`` history writes after a final answer,
     where the model sampled ``<|return|>``)."""
 
     message: HarmonyMessage
     msg: int
-    first: bool = True
     end: str | None = None
     end_sampled: bool = True
 
 
-def _is_call(part: Part) -> bool:
+def _is_call(part: Part) -> TypeGuard[ToolCallPart | UnparsedToolCallPart]:
     return type(part) is ToolCallPart or type(part) is UnparsedToolCallPart
 
 
@@ -368,7 +365,7 @@ class _Conversion:
 
     def _assistant(self, m: Message, i: int, is_last: bool) -> None:
         parts = list(m.parts)
-        calls = [p for p in parts if isinstance(p, (ToolCallPart, UnparsedToolCallPart))]
+        calls = [p for p in parts if _is_call(p)]
         if calls:
             keep_analysis = not (self.template and self._last_answer > i)
             names = [p.name or "" for p in calls]
@@ -397,7 +394,7 @@ class _Conversion:
         for k, hm in enumerate(out):
             closes_turn = k == len(out) - 1 and hm.channel == "final"
             end = "return" if closes_turn and returns else None
-            self.items.append(_Item(hm, i, k == 0, end, end_sampled=returns or not closes_turn))
+            self.items.append(_Item(hm, i, end, end_sampled=returns or not closes_turn))
 
     def _call(self, part: Part, i: int, k: int) -> HarmonyMessage:
         if type(part) is ToolCallPart:
@@ -495,24 +492,25 @@ class GptOssRenderer(Renderer):
         if not template:
             history = len(items) if add_generation_prompt else conversion.trained_from
             items = _drop_analysis(items, history)
+        previous = -1
         for item in items:
             hm = item.message
             if hm.role != "assistant":
                 enc.write_message(w, hm, msg=item.msg)
-                continue
-            enc.write_message(
-                w,
-                hm,
-                end=item.end,
-                msg=item.msg,
-                sampled=True,
-                start_sampled=not item.first,
-                end_sampled=item.end_sampled,
-            )
+            else:
+                # The first item of a message starts at the prompt's <|start|>assistant.
+                enc.write_message(
+                    w,
+                    hm,
+                    end=item.end,
+                    msg=item.msg,
+                    sampled=True,
+                    start_sampled=item.msg == previous,
+                    end_sampled=item.end_sampled,
+                )
+            previous = item.msg
         if add_generation_prompt:
             enc.write_generation_prompt(w)
-
-    # -- parsing ------------------------------------------------------------------------
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -582,16 +580,7 @@ def _drop_analysis(items: list[_Item], keep_from: int) -> list[_Item]:
     the trained message; all items for a generation prompt); later items are kept."""
     history = items[:keep_from]
     kept = {id(m) for m in drop_analysis([it.message for it in history])}
-    out = [it for it in history if id(it.message) in kept]
-    out += items[keep_from:]
-    # The first item written for a message starts at the prompt's <|start|>assistant.
-    seen: set[int] = set()
-    result = []
-    for it in out:
-        first = it.msg not in seen
-        seen.add(it.msg)
-        result.append(dataclasses.replace(it, first=first) if first != it.first else it)
-    return result
+    return [it for it in history if id(it.message) in kept] + items[keep_from:]
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -638,25 +627,18 @@ class _PartSink:
         assert header is not None and header.recipient is not None
         raw = segments[0]
         name = _tool_name(header.recipient)
+        channel = None if header.channel == "commentary" else header.channel
         if incomplete:
             return UnparsedToolCallPart(
-                raw,
-                "cut off before <|call|>",
-                name=name,
-                channel=None if header.channel == "commentary" else header.channel,
-                incomplete=True,
+                raw, "cut off before <|call|>", name=name, channel=channel, incomplete=True
             )
         if _expects_json(header):
             try:
                 json.loads(raw)
             except ValueError as exc:
                 return UnparsedToolCallPart(
-                    raw,
-                    f"invalid JSON arguments: {exc}",
-                    name=name,
-                    channel=None if header.channel == "commentary" else header.channel,
+                    raw, f"invalid JSON arguments: {exc}", name=name, channel=channel
                 )
-        channel = None if header.channel == "commentary" else header.channel
         return ToolCallPart(name, raw, channel=channel, content_type=header.content_type)
 
 
@@ -668,7 +650,7 @@ class _GptOssParser(StreamParser):
         stops = (tk.return_, tk.call)
         super().__init__(
             r.table,
-            structural=r.table.control_ids - {*stops, tk.end_of_text},
+            structural=r.table.control_ids,
             stop_ids=stops,
             eos_ids=(tk.end_of_text,),
             events=events,
