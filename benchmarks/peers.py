@@ -66,7 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks.measure import median_seconds, paired_median_seconds
-from benchmarks.workloads import TOOLS, assistant_message, sampled_ids
+from benchmarks.workloads import TOOLS, assistant_message, complete_ids, sized_ids
 from renderers import (
     Message,
     Renderer,
@@ -328,17 +328,11 @@ def _suffix(*notes: str) -> str:
 def _completion(renderer: Renderer, n_tokens: int, *, canonical: bool) -> list[int]:
     """A complete completion of about ``n_tokens`` for ``renderer``: the workload's message
     (``canonical=False``) or its parts regrouped as reasoning, text, tool calls."""
-    target = n_tokens
-    ids: list[int] = []
-    for _ in range(4):
-        message = assistant_message(renderer, target)
-        if canonical:
-            message = _canonical(message)
-        ids = sampled_ids(renderer, message)
-        if abs(len(ids) - n_tokens) <= n_tokens // 20:
-            break
-        target = int(target * n_tokens / max(1, len(ids)))
-    return ids
+    if not canonical:
+        return complete_ids(renderer, n_tokens)
+    return sized_ids(
+        renderer, n_tokens, lambda target: _canonical(assistant_message(renderer, target))
+    )
 
 
 def _canonical(message: Message) -> Message:

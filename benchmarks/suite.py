@@ -15,7 +15,7 @@ import numpy as np
 
 from benchmarks import peers
 from benchmarks.measure import Progress, paired_median_seconds, peak_memory_bytes
-from benchmarks.workloads import TOOLS, completions, ten_turn_conversation
+from benchmarks.workloads import TOOLS, complete_ids, completions, ten_turn_conversation
 from renderers import Renderer, get_renderer
 
 
@@ -320,7 +320,7 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
     rows = []
     peaks: list[tuple[int, int]] = []  # (actual tokens, peak bytes)
     for n in (config.memory_tokens, config.memory_tokens * 10):
-        ids = completions(renderer, n)[0].ids
+        ids = complete_ids(renderer, n)
         arr = np.asarray(ids)
         peak = peak_memory_bytes(functools.partial(renderer.parse_response, arr))
         peaks.append((len(ids), peak))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +86,6 @@ TOOLS: list[dict[str, Any]] = [
 
 @dataclass(frozen=True)
 class Completion:
-    model: str
     kind: str
     ids: list[int]
 
@@ -127,22 +127,35 @@ def sampled_ids(renderer: Renderer, message: Message) -> list[int]:
     return ids
 
 
+def sized_ids(
+    renderer: Renderer, n_tokens: int, make_message: Callable[[int], Message]
+) -> list[int]:
+    """The sampled ids of ``make_message(target)``, the target rescaled until they are
+    within 5% of ``n_tokens`` (parts are scaled up when the format leaves some out, e.g.
+    reasoning in non-thinking models); at most four tries."""
+    target = n_tokens
+    for _ in range(4):
+        ids = sampled_ids(renderer, make_message(target))
+        if abs(len(ids) - n_tokens) <= n_tokens // 20:
+            break
+        target = int(target * n_tokens / max(1, len(ids)))
+    return ids
+
+
+def complete_ids(renderer: Renderer, n_tokens: int) -> list[int]:
+    """A complete completion of about ``n_tokens`` tokens."""
+    return sized_ids(renderer, n_tokens, functools.partial(assistant_message, renderer))
+
+
 def completions(renderer: Renderer, n_tokens: int) -> list[Completion]:
-    """Complete, truncated and malformed completions of about ``n_tokens`` tokens (parts
-    are scaled up when the format leaves some out, e.g. reasoning in non-thinking models)."""
-    out = []
-    for kind, malformed in (("complete", False), ("malformed", True)):
-        target = n_tokens
-        ids = sampled_ids(renderer, assistant_message(renderer, target, malformed=malformed))
-        for _ in range(3):
-            if abs(len(ids) - n_tokens) <= n_tokens // 20:
-                break
-            target = int(target * n_tokens / max(1, len(ids)))
-            ids = sampled_ids(renderer, assistant_message(renderer, target, malformed=malformed))
-        out.append(Completion(renderer.name, kind, ids))
-    complete = out[0].ids
-    out.append(Completion(renderer.name, "truncated", complete[: int(len(complete) * 0.9)]))
-    return out
+    """Complete, malformed and truncated completions of about ``n_tokens`` tokens."""
+    complete = complete_ids(renderer, n_tokens)
+    malformed = functools.partial(assistant_message, renderer, malformed=True)
+    return [
+        Completion("complete", complete),
+        Completion("malformed", sized_ids(renderer, n_tokens, malformed)),
+        Completion("truncated", complete[: int(len(complete) * 0.9)]),
+    ]
 
 
 def ten_turn_conversation(reasoning: bool = True) -> list[dict[str, Any]]:

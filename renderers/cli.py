@@ -183,22 +183,19 @@ def _render(args: argparse.Namespace, out: TextIO) -> int:
         tools = _load_json(_read_text(args.tools), "the tools file")
     renderer = get_renderer(args.model)
     options = _options(args.option)
+    payload: Any
     if args.supervised:
         example = renderer.build_supervised_example(
             data, tools=tools, train_on=args.train_on, **options
         )
         ids = example.tokens.tolist()
-        if args.text:
-            out.write(renderer.decode(ids))
-        else:
-            json.dump({"tokens": ids, "weights": example.weights.tolist()}, out)
-            out.write("\n")
-        return 0
-    ids = renderer.build_generation_prompt(data, tools=tools, **options)
+        payload = {"tokens": ids, "weights": example.weights.tolist()}
+    else:
+        ids = payload = renderer.build_generation_prompt(data, tools=tools, **options)
     if args.text:
         out.write(renderer.decode(ids))
     else:
-        json.dump(ids, out)
+        json.dump(payload, out)
         out.write("\n")
     return 0
 

@@ -57,14 +57,24 @@ class Rollout:
         tools: Sequence[Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> None:
+        conversation = coerce_messages(messages)
+        ids = renderer.build_generation_prompt(conversation, tools, **options)
+        self._start(renderer, conversation, ids, tools, options)
+
+    def _start(
+        self,
+        renderer: Renderer,
+        messages: list[Message],
+        prompt_ids: Sequence[int],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+    ) -> None:
         self.renderer = renderer
         self.tools = tools
         self.options = options
-        self.messages: list[Message] = coerce_messages(messages)
-        ids = renderer.build_generation_prompt(self.messages, tools, **options)
-        self._ids: list[int] = list(ids)
-        self._sampled: list[bool] = [False] * len(ids)
-        self._prompt_start = 0
+        self.messages: list[Message] = messages
+        self._ids: list[int] = list(prompt_ids)
+        self._sampled: list[bool] = [False] * len(self._ids)
         self.results: list[ParseResult] = []
         self._completion: list[int] = []
         self._awaiting_completion = True
@@ -83,22 +93,14 @@ class Rollout:
         ``messages`` is the conversation the prompt was rendered from; without it the
         renderer infers the little context its format needs from the ids.
         """
-        rollout = cls.__new__(cls)
-        rollout.renderer = renderer
-        rollout.tools = tools
-        rollout.options = options
-        rollout.messages = (
+        conversation = (
             coerce_messages(messages)
             if messages is not None
             else renderer._continuation_context(prompt_ids, options)
         )
         renderer.table.check_ids(prompt_ids)
-        rollout._ids = list(prompt_ids)
-        rollout._sampled = [False] * len(rollout._ids)
-        rollout._prompt_start = 0
-        rollout.results = []
-        rollout._completion = []
-        rollout._awaiting_completion = True
+        rollout = cls.__new__(cls)
+        rollout._start(renderer, conversation, prompt_ids, tools, options)
         return rollout
 
     @property

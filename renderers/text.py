@@ -348,13 +348,13 @@ class _Trimmer:
                 return ""
             self.segment_start = False
             lead = "\n\n" if self.started else ""
+            core = s.rstrip(_WS)
         else:
             core = s.rstrip(_WS)
             if not core:
                 self.held.append(s)
                 return ""
             lead = "".join(self.held)
-        core = s.rstrip(_WS)
         self.held = [s[len(core) :]] if len(core) < len(s) else []
         self.started = True
         return lead + core
@@ -416,7 +416,6 @@ class ReasoningSplitter:
         "_pending_text",
         "_quote",
         "_raw",
-        "_seen_input",
         "_start_open",
         "_styles",
         "_tag_start",
@@ -433,7 +432,6 @@ class ReasoningSplitter:
         self._base = 0  # offset of _buf[0] in the whole text
         self._eof = False
         self._finished = False
-        self._seen_input = False
         self._total = 0
         self._events: list[Event] = []
         self._parts: list[ReasoningPart] = []
@@ -484,7 +482,6 @@ class ReasoningSplitter:
         if not isinstance(chunk, str):
             raise TypeError(f"chunk: expected str, got {type(chunk).__name__} (decode it first)")
         if chunk:
-            self._seen_input = True
             self._total += len(chunk)
             self._buf = self._buf + chunk if self._buf else chunk
             self._run()
@@ -498,7 +495,7 @@ class ReasoningSplitter:
         self._finished = True
         self._eof = True
         self._run()
-        if self._mode == _BODY_MODE and self._seen_input:
+        if self._mode == _BODY_MODE and self._total:
             self._close_block(incomplete=True)
         self._jheld = []
         self._junction = _J_NONE
@@ -795,7 +792,7 @@ class ReasoningSplitter:
                     continue
             if st == _BETWEEN:
                 if ch == ">":
-                    return buf, self._tag_end(buf, pos, self_closing=False), False
+                    return buf, self._tag_end(pos, self_closing=False), False
                 if ch == "/":
                     pos = self._eat(buf, pos, pos + 1)
                     self._tstate = _SLASH
@@ -856,7 +853,7 @@ class ReasoningSplitter:
                 continue
             elif st == _SLASH:
                 if ch == ">":
-                    return buf, self._tag_end(buf, pos, self_closing=True), False
+                    return buf, self._tag_end(pos, self_closing=True), False
                 if self._committed:
                     self._tstate = _BETWEEN
                     continue
@@ -939,7 +936,7 @@ class ReasoningSplitter:
             self._trim.end_segment()
             self._pending_text = None
 
-    def _tag_end(self, buf: str, pos: int, self_closing: bool) -> int:
+    def _tag_end(self, pos: int, self_closing: bool) -> int:
         if not self._committed:
             self._commit()
         if self_closing:
