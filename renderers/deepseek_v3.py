@@ -123,7 +123,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from renderers.messages import (
     Message,
@@ -213,6 +213,7 @@ class _DeepSeekRenderer(Renderer):
     """What both DeepSeek formats share: token ids, system prompt, stop token, text."""
 
     roles = ("system", "user", "assistant", "tool")
+    _call_separator: ClassVar[str]  # written between two calls of one section
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -260,6 +261,38 @@ class _DeepSeekRenderer(Renderer):
             if m.role != "assistant":
                 plain_text(m, i, self.name)
 
+    def _write_thinking(self, w: TokenWriter, i: int, text: str) -> None:
+        raise NotImplementedError
+
+    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
+        raise NotImplementedError
+
+    def _body(self, w: TokenWriter, i: int, parts: list[Part]) -> None:
+        """An assistant turn's parts in order, each run of calls in its own section, then
+        the stop token."""
+        in_section = False
+        for part in parts:
+            if type(part) is TextPart or type(part) is ThinkingPart:
+                if not part.text and type(part) is TextPart:
+                    continue
+                if in_section:
+                    w.control(self.calls_end, i, True)
+                    in_section = False
+                if type(part) is ThinkingPart:
+                    self._write_thinking(w, i, part.text)
+                else:
+                    w.text(part.text, i, True)
+                continue
+            if not in_section:
+                w.control(self.calls_begin, i, True)
+                in_section = True
+            elif self._call_separator:
+                w.text(self._call_separator, i, True)
+            self._write_call(w, i, part)
+        if in_section:
+            w.control(self.calls_end, i, True)
+        w.control(self.eos, i, True)
+
     def _system_prompt(self, w: TokenWriter, messages: list[Message]) -> None:
         """``<｜begin▁of▁sentence｜>`` and every system message, joined by a blank line."""
         w.control(self.bos)
@@ -303,6 +336,7 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
     name = "deepseek_v3"
     default_model = "deepseek-ai/DeepSeek-V3"
     Options = DeepSeekV3Options
+    _call_separator = "\n"
 
     def _render(
         self,
@@ -334,7 +368,7 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 if fixed or not has_calls:
                     # Header: <｜Assistant｜> after anything but tool outputs.
                     w.control(self.outputs_end if state.is_tool else self.assistant, i)
-                    self._v3_body(w, i, parts)
+                    self._body(w, i, parts)
                 else:
                     self._v3_template_calls(w, i, parts, state)
                 state.is_tool = False
@@ -356,30 +390,8 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
         elif add_generation_prompt:
             w.control(self.assistant)
 
-    def _v3_body(self, w: TokenWriter, i: int, parts: list[Part]) -> None:
-        """Parts in order, each run of calls in its own section, then the stop token."""
-        in_section = False
-        for part in parts:
-            if type(part) is TextPart or type(part) is ThinkingPart:
-                if not part.text and type(part) is TextPart:
-                    continue
-                if in_section:
-                    w.control(self.calls_end, i, True)
-                    in_section = False
-                if type(part) is ThinkingPart:
-                    w.text(_R1_OPEN + part.text + _R1_CLOSE, i, True)
-                else:
-                    w.text(part.text, i, True)
-            else:
-                if in_section:
-                    w.text("\n", i, True)
-                else:
-                    w.control(self.calls_begin, i, True)
-                    in_section = True
-                self._v3_call(w, i, part)
-        if in_section:
-            w.control(self.calls_end, i, True)
-        w.control(self.eos, i, True)
+    def _write_thinking(self, w: TokenWriter, i: int, text: str) -> None:
+        w.text(_R1_OPEN + text + _R1_CLOSE, i, True)
 
     def _v3_template_calls(
         self, w: TokenWriter, i: int, parts: list[Part], state: _V3State
@@ -398,15 +410,15 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 continue
             if not state.is_first:
                 w.control(self.calls_begin, i, True)
-                self._v3_call(w, i, part)
+                self._write_call(w, i, part)
                 state.is_first = True
             else:
                 w.text("\n", i, True)
-                self._v3_call(w, i, part)
+                self._write_call(w, i, part)
                 w.control(self.calls_end, i, True)
                 w.control(self.eos, i, True)
 
-    def _v3_call(self, w: TokenWriter, i: int, part: Part) -> None:
+    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
         w.control(self.call_begin, i, True)
         if type(part) is ToolCallPart:
             if "\n" in part.name:
@@ -461,6 +473,7 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
     name = "deepseek_v3.1"
     default_model = "deepseek-ai/DeepSeek-V3.1"
     Options = DeepSeekV31Options
+    _call_separator = ""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -526,38 +539,23 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                 w.text(parts[0].text, i, True)
                 parts = parts[1:]
             w.control(self.think_end, i, True)
-        in_section = False
-        for part in parts:
-            if type(part) is TextPart or type(part) is ThinkingPart:
-                if type(part) is ThinkingPart and not keep:
-                    continue
-                if not part.text and type(part) is TextPart:
-                    continue
-                if in_section:
-                    w.control(self.calls_end, i, True)
-                    in_section = False
-                if type(part) is ThinkingPart:
-                    w.control(self.think, i, True)
-                    w.text(part.text, i, True)
-                    w.control(self.think_end, i, True)
-                else:
-                    w.text(part.text, i, True)
-                continue
-            if not in_section:
-                w.control(self.calls_begin, i, True)
-                in_section = True
-            w.control(self.call_begin, i, True)
-            if type(part) is ToolCallPart:
-                w.text(part.name, i, True)
-                w.control(self.sep, i, True)
-                w.text(checked_arguments(part, i), i, True)
-            else:
-                assert type(part) is UnparsedToolCallPart
-                self._raw_call(w, i, part.raw)
-            w.control(self.call_end, i, True)
-        if in_section:
-            w.control(self.calls_end, i, True)
-        w.control(self.eos, i, True)
+        self._body(w, i, parts if keep else [p for p in parts if type(p) is not ThinkingPart])
+
+    def _write_thinking(self, w: TokenWriter, i: int, text: str) -> None:
+        w.control(self.think, i, True)
+        w.text(text, i, True)
+        w.control(self.think_end, i, True)
+
+    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
+        w.control(self.call_begin, i, True)
+        if type(part) is ToolCallPart:
+            w.text(part.name, i, True)
+            w.control(self.sep, i, True)
+            w.text(checked_arguments(part, i), i, True)
+        else:
+            assert type(part) is UnparsedToolCallPart
+            self._raw_call(w, i, part.raw)
+        w.control(self.call_end, i, True)
 
     @property
     def extension_property(self) -> ExtensionProperty:

@@ -630,7 +630,6 @@ class _KimiK2Parser(StreamParser):
         rest = self._scanner.flush()
         if rest:
             self._decode(rest)
-        self._flush_pending()
 
     def _on_text(self, text: str) -> None:
         if self._state == _SECTION and not self._section_text_reported and text.strip():
