@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
+from itertools import accumulate
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -184,14 +185,10 @@ class TokenWriter:
                 counts.append(len(segment))
                 weights.append(first)
             else:
-                # Text pieces of different weight merge into tokens: a token is trained
-                # if any of its characters belongs to a trained piece.
-                segment, offsets = self._table.encode_with_offsets("".join(texts))
-                char_weight = np.repeat(segment_weights, [len(t) for t in texts])
-                for start, end in offsets:
-                    counts.append(1)
-                    weights.append(float(char_weight[start:end].max()) if end > start else 0.0)
+                segment, token_weights = _mixed_segment(self._table, texts, segment_weights)
                 ids += segment
+                counts += [1] * len(segment)
+                weights += token_weights
             k = j
         return SupervisedExample(
             np.asarray(ids, dtype=np.int64),
@@ -454,6 +451,39 @@ class Renderer:
             add_generation_prompt,
         )
         return writer
+
+
+def _mixed_segment(
+    table: TokenTable, texts: list[str], piece_weights: list[float]
+) -> tuple[list[int], list[float]]:
+    """The ids of text pieces of different weight, which merge into tokens, and each
+    token's weight: a token is trained if any of its bytes belongs to a trained piece."""
+    text = "".join(texts)
+    ids = table.encode(text)
+    id_bytes = table.id_to_bytes
+    lengths = [len(id_bytes[t]) for t in ids]
+    data = text.encode("utf-8")
+    if b"".join(map(id_bytes.__getitem__, ids)) != data:
+        # The tokenizer normalized the text: weigh tokens by their character spans.
+        ids, offsets = table.encode_with_offsets(text)
+        char_weight = np.repeat(piece_weights, [len(t) for t in texts])
+        return ids, [float(char_weight[a:b].max()) if b > a else 0.0 for a, b in offsets]
+    piece_ends = list(accumulate(len(t.encode("utf-8")) for t in texts))
+    weights = []
+    p = 0
+    start = 0
+    for n in lengths:
+        end = start + n
+        while piece_ends[p] <= start:  # the piece holding the token's first byte
+            p += 1
+        q = p
+        weight = piece_weights[p]
+        while piece_ends[q] < end:  # and every later piece it reaches into
+            q += 1
+            weight = max(weight, piece_weights[q])
+        weights.append(weight)
+        start = end
+    return ids, weights
 
 
 def section_closing(

@@ -184,6 +184,39 @@ def test_all_assistant_weights_cover_each_assistant_turn(
     assert sum(w) > 0
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Plain answer.",
+        "  leading spaces merge with the header's newline",
+        "\n\nnewlines too",
+        "Cafe\u0301 and a\u0308: not NFC, which the tokenizer normalizes",
+        " e\u0301 right after the header",
+    ],
+)
+def test_header_and_trained_text_merged_into_tokens_weigh_by_what_they_hold(
+    qwen3: Qwen3Renderer, qwen3_tokenizer: Any, body: str
+) -> None:
+    messages = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": body},
+        {"role": "user", "content": "More"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    example = qwen3.build_supervised_example(messages, train_on="all_assistant")
+    ids, w = example.tokens.tolist(), example.weights.tolist()
+    # Independent expectation from the tokenizer's own offsets: the earlier turn's header
+    # and body share one text segment; a token is trained if it holds any body character.
+    header = "assistant\n"
+    enc = qwen3_tokenizer(header + body, add_special_tokens=False, return_offsets_mapping=True)
+    expected = [1.0 if end > len(header) else 0.0 for _, end in enc["offset_mapping"]]
+    im_start = qwen3_tokenizer.convert_tokens_to_ids("<|im_start|>")
+    start = [k for k, t in enumerate(ids) if t == im_start][1] + 1
+    assert ids[start : start + len(expected)] == enc["input_ids"]
+    assert w[start : start + len(expected)] == expected
+    assert 0.0 in expected and 1.0 in expected
+
+
 def test_train_on_all_weights_every_token(qwen3: Qwen3Renderer) -> None:
     conv = CORPUS[2]
     example = qwen3.build_supervised_example(conv.messages, train_on="all")
