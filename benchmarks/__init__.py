@@ -1,1 +1,1 @@
-"""Throughput and scaling benchmarks for parsing and rendering (``python -m benchmarks``)."""
+"""``python -m benchmarks`` from a source checkout runs :mod:`renderers.bench`."""

@@ -17,8 +17,9 @@ import numpy as np
 
 from harmony.messages import CHANNELS, CONSTRAIN, DeveloperContent, HarmonyMessage, HarmonyTokens
 from harmony.parser import HarmonyParseResult, HarmonyStreamParser
-from renderers.rendering import TokenWriter
-from renderers.tokenizer import TokenTable, load_tokenizer, token_table
+from renderers.core.loading import load_tokenizer
+from renderers.core.tokens import TokenTable, token_table
+from renderers.core.writer import TokenWriter
 
 __all__ = ["GPT_OSS_MODEL", "HarmonyEncoding", "drop_analysis", "has_function_tools"]
 

@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass
 
 from harmony.tools import ToolNamespace, render_namespaces
-from renderers.tokenizer import TokenTable
+from renderers.core.tokens import TokenTable
 
 __all__ = [
     "CHANNELS",

@@ -11,7 +11,8 @@ Quick use::
 
 from __future__ import annotations
 
-from renderers.messages import (
+from renderers.core.loading import load_tokenizer
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -19,7 +20,7 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import (
+from renderers.core.parsing import (
     Event,
     ParseIssue,
     ParseResult,
@@ -29,9 +30,10 @@ from renderers.parsing import (
     Termination,
     TextDelta,
 )
+from renderers.core.tokens import TokenTable, token_table
+from renderers.core.writer import SupervisedExample
 from renderers.registry import get_renderer, renderer_names
-from renderers.rendering import Renderer, SupervisedExample, TrainOn
-from renderers.tokenizer import TokenTable, load_tokenizer, token_table
+from renderers.rendering import Renderer, TrainOn
 
 __all__ = [
     "Event",

@@ -125,7 +125,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from renderers.messages import (
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -134,7 +134,7 @@ from renderers.messages import (
     UnparsedToolCallPart,
     join_text,
 )
-from renderers.parsing import (
+from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
@@ -143,9 +143,9 @@ from renderers.parsing import (
     StreamParser,
     ToolCallBuilder,
 )
+from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,
-    TokenWriter,
     checked_arguments,
     plain_text,
     section_closing,

@@ -105,7 +105,7 @@ from harmony import (
     drop_analysis,
     functions_namespace,
 )
-from renderers.messages import (
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -113,8 +113,9 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
-from renderers.rendering import Renderer, TokenWriter, checked_arguments, plain_text
+from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
+from renderers.core.writer import TokenWriter
+from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["GptOssOptions", "GptOssRenderer"]

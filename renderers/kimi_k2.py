@@ -90,7 +90,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from renderers.messages import (
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -98,10 +98,17 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import TEXT, THINKING, TOOL_CALL, MarkerScanner, ParseResult, StreamParser
+from renderers.core.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    MarkerScanner,
+    ParseResult,
+    StreamParser,
+)
+from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,
-    TokenWriter,
     checked_arguments,
     plain_text,
     section_closing,

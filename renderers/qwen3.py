@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from renderers.messages import (
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -44,7 +44,7 @@ from renderers.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.parsing import (
+from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
@@ -52,7 +52,8 @@ from renderers.parsing import (
     StreamParser,
     json_object_members,
 )
-from renderers.rendering import Renderer, TokenWriter, checked_arguments, plain_text
+from renderers.core.writer import TokenWriter
+from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen3Options", "Qwen3Renderer"]

@@ -1,47 +1,73 @@
-"""Finding a renderer by name or model id."""
+"""Finding a renderer by name or model id.
+
+Adding a model family is one line here (its module in :data:`FAMILIES`): the names and
+model ids come from the renderer classes the module defines (``name``, ``model_ids``).
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
+from renderers.core.loading import load_tokenizer
 from renderers.rendering import Renderer
 
-__all__ = ["RENDERERS", "describe_renderers", "get_renderer", "renderer_names"]
+__all__ = [
+    "FAMILIES",
+    "describe_renderers",
+    "get_renderer",
+    "renderer_class",
+    "renderer_classes",
+    "renderer_names",
+]
 
-# name -> (module, class, default model id). Modules are imported on first use.
-RENDERERS: dict[str, tuple[str, str, str]] = {
-    "qwen3": ("renderers.qwen3", "Qwen3Renderer", "Qwen/Qwen3-8B"),
-    "deepseek_v3": ("renderers.deepseek_v3", "DeepSeekV3Renderer", "deepseek-ai/DeepSeek-V3"),
-    "deepseek_v3.1": ("renderers.deepseek_v3", "DeepSeekV31Renderer", "deepseek-ai/DeepSeek-V3.1"),
-    "gpt_oss": ("renderers.gpt_oss", "GptOssRenderer", "openai/gpt-oss-20b"),
-    "kimi_k2": ("renderers.kimi_k2", "KimiK2Renderer", "moonshotai/Kimi-K2-Instruct"),
-    "kimi_k2_thinking": (
-        "renderers.kimi_k2",
-        "KimiK2ThinkingRenderer",
-        "moonshotai/Kimi-K2-Thinking",
-    ),
-}
+FAMILIES: tuple[str, ...] = (
+    "renderers.qwen3",
+    "renderers.deepseek_v3",
+    "renderers.kimi_k2",
+    "renderers.gpt_oss",
+)
+"""The modules of the model families; each defines one or more renderer classes."""
+
+
+@functools.cache
+def renderer_classes() -> list[type[Renderer]]:
+    """Every renderer class, in the order of :data:`FAMILIES` and of each module."""
+    classes: list[type[Renderer]] = []
+    for module_name in FAMILIES:
+        module = importlib.import_module(module_name)
+        classes += [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, type)
+            and issubclass(obj, Renderer)
+            and obj.__module__ == module_name
+            and "name" in vars(obj)
+        ]
+    return classes
 
 
 def renderer_names() -> list[str]:
     """The names :func:`get_renderer` accepts (besides model ids)."""
-    return sorted(RENDERERS)
+    return sorted(cls.name for cls in renderer_classes())
 
 
 def describe_renderers() -> str:
     """Every renderer as ``name (default model id)``, comma-separated."""
-    return ", ".join(f"{name} ({model})" for name, (_, _, model) in sorted(RENDERERS.items()))
+    return ", ".join(
+        f"{cls.name} ({cls.default_model})"
+        for cls in sorted(renderer_classes(), key=lambda c: c.name)
+    )
 
 
-def _resolve(name_or_model_id: str) -> str:
+def renderer_class(name_or_model_id: str) -> type[Renderer]:
+    """The renderer class for a name (``"qwen3"``) or model id (``"Qwen/Qwen3-8B"``)."""
     key = name_or_model_id.strip()
-    if key in RENDERERS:
-        return key
     lowered = key.lower()
-    for name, (_, _, model_id) in RENDERERS.items():
-        if model_id.lower() == lowered:
-            return name
+    for cls in renderer_classes():
+        if key == cls.name or lowered in (m.lower() for m in cls.model_ids):
+            return cls
     raise ValueError(
         f"unknown renderer or model id {name_or_model_id!r}; known: {describe_renderers()}"
     )
@@ -50,12 +76,14 @@ def _resolve(name_or_model_id: str) -> str:
 def get_renderer(name_or_model_id: str, tokenizer: Any = None, **options: Any) -> Renderer:
     """The renderer for a name (``"qwen3"``) or model id (``"Qwen/Qwen3-8B"``).
 
-    Loads the model's tokenizer when ``tokenizer`` is not given. ``options`` are the
+    Loads the model's tokenizer when ``tokenizer`` is not given (a model id loads that
+    model's tokenizer; a name loads the renderer's default model). ``options`` are the
     format's options (for example ``enable_thinking=False``); they become the defaults of
     every call and can be overridden per call.
     """
-    name = _resolve(name_or_model_id)
-    module_name, class_name, _ = RENDERERS[name]
-    cls = getattr(importlib.import_module(module_name), class_name)
-    renderer: Renderer = cls(tokenizer, **options)
-    return renderer
+    cls = renderer_class(name_or_model_id)
+    if tokenizer is None:
+        lowered = name_or_model_id.strip().lower()
+        model_id = next((m for m in cls.model_ids if m.lower() == lowered), cls.default_model)
+        tokenizer = load_tokenizer(model_id)
+    return cls(tokenizer, **options)

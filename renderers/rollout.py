@@ -12,17 +12,49 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from renderers.messages import Message, coerce_messages
-from renderers.parsing import ParseResult
+from renderers.core.messages import Message, coerce_messages
+from renderers.core.parsing import ParseResult
+from renderers.core.tokens import TokenTable
 
-if TYPE_CHECKING:
-    from renderers.rendering import Renderer
+__all__ = ["ExtensionProperty", "Rollout", "TurnRenderer"]
 
-__all__ = ["ExtensionProperty", "Rollout"]
+
+class TurnRenderer(Protocol):
+    """What a rollout needs of a renderer (:class:`renderers.Renderer` implements it): the
+    format's hooks for rendering a conversation and continuing it after a sampled turn."""
+
+    table: TokenTable
+
+    def build_generation_prompt(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> list[int]: ...
+
+    def _parse_after_prompt(
+        self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
+    ) -> ParseResult: ...
+
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]: ...
+
+    def _continuation_context(
+        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Message]: ...
+
+    def _continuation(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +84,7 @@ class Rollout:
 
     def __init__(
         self,
-        renderer: Renderer,
+        renderer: TurnRenderer,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
         **options: Any,
@@ -63,7 +95,7 @@ class Rollout:
 
     def _start(
         self,
-        renderer: Renderer,
+        renderer: TurnRenderer,
         messages: list[Message],
         prompt_ids: Sequence[int],
         tools: Sequence[Mapping[str, Any]] | None,
@@ -82,7 +114,7 @@ class Rollout:
     @classmethod
     def resume(
         cls,
-        renderer: Renderer,
+        renderer: TurnRenderer,
         prompt_ids: Sequence[int],
         tools: Sequence[Mapping[str, Any]] | None = None,
         messages: Iterable[Message | Mapping[str, Any]] | None = None,

@@ -1,8 +1,9 @@
 """Reasoning written inline in plain text: split it from the content, in batch or streaming.
 
 Many APIs and local models return one string with the reasoning inline. This module turns
-it into ordered :class:`~renderers.messages.ThinkingPart` / :class:`~renderers.messages.TextPart`
-parts, so the thinking can be shown to a person and the clean content passed on.
+it into ordered :class:`~renderers.core.messages.ThinkingPart` /
+:class:`~renderers.core.messages.TextPart` parts, so the thinking can be shown to a person
+and the clean content passed on.
 
 Styles (``style=``; tag names match case-insensitively unless a :class:`TagStyle` says
 otherwise)::
@@ -62,8 +63,8 @@ the next block or the end):
 Nothing else in the content changes: text without tags comes back identical.
 
 Streaming (:class:`ReasoningSplitter`): ``feed(chunk)`` returns the events the chunk made
-(:class:`~renderers.parsing.PartStarted`, :class:`~renderers.parsing.TextDelta`,
-:class:`~renderers.parsing.PartFinished` with the final part). Content is emitted as soon
+(:class:`~renderers.core.parsing.PartStarted`, :class:`~renderers.core.parsing.TextDelta`,
+:class:`~renderers.core.parsing.PartFinished` with the final part). Content is emitted as soon
 as it cannot be the start of a tag: what is held back is a possible tag prefix (at most
 one tag's length), an undecided ``<thinking …`` tag before it commits, and the whitespace
 directly after a removed block until the next character shows how much of it is a
@@ -88,8 +89,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeAlias
 
-from renderers.messages import TextPart, ThinkingPart
-from renderers.parsing import (
+from renderers.core.messages import TextPart, ThinkingPart
+from renderers.core.parsing import (
     TEXT,
     THINKING,
     Event,

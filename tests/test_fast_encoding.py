@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from renderers import fast_encoding, token_table
-from renderers.fast_encoding import PROVEN, Proven, fingerprint
+from renderers import token_table
+from renderers.core import fast_encoding
+from renderers.core.fast_encoding import PROVEN, Proven, fingerprint
 from tests.conftest import tokenizer_for
 from tests.texts import corpus
 

@@ -30,9 +30,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer
-from renderers.kimi_tokenizer import load_kimi_tokenizer
-from renderers.messages import (
+from renderers.core.kimi_tokenizer import load_kimi_tokenizer
+from renderers.core.messages import (
     Message,
     Part,
     TextPart,
@@ -41,7 +40,8 @@ from renderers.messages import (
     UnparsedToolCallPart,
     coerce_messages,
 )
-from renderers.parsing import ParseResult, PartFinished, Termination, TextDelta
+from renderers.core.parsing import ParseResult, PartFinished, Termination, TextDelta
+from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer
 from tests.corpus import (
     CORPUS,
     LONG_TEXT,

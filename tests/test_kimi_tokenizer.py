@@ -23,13 +23,13 @@ import pytest
 tiktoken = pytest.importorskip("tiktoken")
 from tiktoken.load import load_tiktoken_bpe  # noqa: E402
 
-from renderers.kimi_tokenizer import (  # noqa: E402
+from renderers import load_tokenizer, token_table  # noqa: E402
+from renderers.core.kimi_tokenizer import (  # noqa: E402
     KIMI_PATTERN,
     load_kimi_tokenizer,
     read_tiktoken_ranks,
     special_token_names,
 )
-from renderers.tokenizer import load_tokenizer, token_table  # noqa: E402
 from tests.texts import SPECIAL_SPELLINGS, corpus  # noqa: E402
 
 INSTRUCT = "moonshotai/Kimi-K2-Instruct"

@@ -43,9 +43,9 @@ from renderers import (
     UnparsedToolCallPart,
     get_renderer,
 )
+from renderers.core.messages import Part, coerce_messages
+from renderers.core.parsing import StreamParser
 from renderers.kimi_k2 import tool_name_from_id
-from renderers.messages import Part, coerce_messages
-from renderers.parsing import StreamParser
 from tests import strategies
 from tests.conftest import tokenizer_for
 

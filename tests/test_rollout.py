@@ -463,9 +463,9 @@ def test_kimi_cut_off_turns_are_closed(completion: str, closing: str) -> None:
     "name", ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"]
 )
 def test_every_renderer_reports_why_rerendering_is_not_an_extension(name: str) -> None:
-    from renderers.registry import RENDERERS
+    from renderers.registry import renderer_class
 
-    r = get_renderer(name, tokenizer_for(RENDERERS[name][2]))
+    r = get_renderer(name, tokenizer_for(renderer_class(name).default_model))
     report = r.extension_property
     assert report.holds is False
     assert "re-tokenized" in report.explanation or "re-serialized" in report.explanation

@@ -1,4 +1,5 @@
-"""Timing and memory measurement: medians of repeated runs after warm-up."""
+"""Timing and memory measurement (medians of repeated runs after warm-up) and the row a
+measurement becomes in the report."""
 
 from __future__ import annotations
 
@@ -8,7 +9,32 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+
+@dataclass
+class Row:
+    """One measured quantity with its baseline from the same run."""
+
+    model: str
+    measure: str
+    tokens: int
+    seconds: float
+    baseline: str = ""
+    baseline_seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.baseline_seconds:
+            return None
+        return self.seconds / self.baseline_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ratio"] = self.ratio
+        return out
 
 
 def median_seconds(

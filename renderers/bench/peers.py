@@ -65,8 +65,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from benchmarks.measure import median_seconds, paired_median_seconds
-from benchmarks.workloads import TOOLS, assistant_message, complete_ids, sized_ids
 from renderers import (
     Message,
     Renderer,
@@ -76,6 +74,8 @@ from renderers import (
     UnparsedToolCallPart,
     get_renderer,
 )
+from renderers.bench.measure import median_seconds, paired_median_seconds
+from renderers.bench.workloads import TOOLS, assistant_message, complete_ids, sized_ids
 
 TML = "tml-renderers"
 COOKBOOK = "tinker-cookbook"
@@ -92,7 +92,7 @@ Item = tuple[Any, ...]
 def parse_rows(renderer: Renderer, ids: list[int], repeats: int) -> list[Any]:
     """Rows comparing our ``parse_response`` with every installed peer on ``ids`` (the
     suite's complete completion for ``renderer``)."""
-    from benchmarks.suite import Row
+    from renderers.bench.measure import Row
 
     rows: list[Row] = []
     if renderer.name == "gpt_oss":
@@ -147,7 +147,7 @@ def _parse_row(
     repeats: int,
     note: str,
 ) -> Any:
-    from benchmarks.suite import Row
+    from renderers.bench.measure import Row
 
     measure = f"parse_response vs {match.library} {match.peer}" + _suffix(match.variant, note)
     extra: dict[str, Any] = {}
@@ -247,7 +247,7 @@ def _render_row(
     extra: dict[str, Any],
     repeats: int,
 ) -> Any:
-    from benchmarks.suite import Row
+    from renderers.bench.measure import Row
 
     def mine_cold() -> Any:
         ours.table.clear_cache()
@@ -763,7 +763,7 @@ def _adapter(library: str) -> _Adapter | None:
 
 
 def _openai_harmony(renderer: Renderer, ids: list[int], repeats: int) -> Any:
-    from benchmarks.suite import Row
+    from renderers.bench.measure import Row
 
     try:
         from openai_harmony import HarmonyEncodingName, Role, load_harmony_encoding

@@ -8,39 +8,15 @@ import datetime as _dt
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from benchmarks import peers
-from benchmarks.measure import Progress, paired_median_seconds, peak_memory_bytes
-from benchmarks.workloads import TOOLS, complete_ids, completions, ten_turn_conversation
 from renderers import Renderer, get_renderer
-
-
-@dataclass
-class Row:
-    """One measured quantity with its baseline from the same run."""
-
-    model: str
-    measure: str
-    tokens: int
-    seconds: float
-    baseline: str = ""
-    baseline_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ratio(self) -> float | None:
-        if not self.baseline_seconds:
-            return None
-        return self.seconds / self.baseline_seconds
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ratio"] = self.ratio
-        return out
+from renderers.bench import peers
+from renderers.bench.measure import Progress, Row, paired_median_seconds, peak_memory_bytes
+from renderers.bench.workloads import TOOLS, complete_ids, completions, ten_turn_conversation
 
 
 @dataclass

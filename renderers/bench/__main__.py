@@ -1,0 +1,69 @@
+"""``renderers bench`` (or ``python -m renderers.bench``): run the benchmark suite and write
+the results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from renderers.bench import report, suite
+from renderers.registry import renderer_names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="renderers bench",
+        description="Measure parsing, streaming and rendering throughput of every renderer "
+        "against baselines timed in the same run (tokenizer.decode, apply_chat_template, "
+        "peer libraries when installed). Writes results.md, results.json and throughput.png.",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=Path("bench-results"),
+        help="directory for results (default: ./bench-results)",
+    )
+    parser.add_argument(
+        "--models",
+        default=",".join(renderer_names()),
+        help="comma-separated renderer names (default: all)",
+    )
+    parser.add_argument(
+        "--lengths", default="1000,10000,100000", help="completion lengths in tokens"
+    )
+    parser.add_argument("--feeds", default="1,4,16", help="streaming feed sizes in tokens")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measure (median)")
+    parser.add_argument(
+        "--memory-tokens", type=int, default=100_000, help="completion length for peak memory"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small lengths and few repeats (a smoke test)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(models) - set(renderer_names()))
+    if unknown:
+        parser.error(f"unknown model(s): {', '.join(unknown)}")
+    try:
+        lengths = [int(x) for x in args.lengths.split(",")]
+        feeds = [int(x) for x in args.feeds.split(",")]
+    except ValueError:
+        parser.error("--lengths and --feeds take comma-separated integers")
+    if args.quick:
+        lengths, feeds, repeats, memory = [500, 2000], [1, 16], 3, 2000
+    else:
+        repeats, memory = args.repeats, args.memory_tokens
+    config = suite.Config(models, lengths, feeds, repeats, memory, quiet=args.quiet)
+    machine = suite.machine()
+    rows = suite.run(config)
+    for path in report.write(rows, machine, config, args.output):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

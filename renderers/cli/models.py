@@ -1,0 +1,57 @@
+"""``renderers models``: the renderers, their model ids and options; and how every
+subcommand builds the renderer a user asked for."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from renderers.cli.common import option_pairs
+from renderers.core.options import describe_options
+from renderers.registry import get_renderer, renderer_class, renderer_classes
+from renderers.rendering import Renderer
+
+__all__ = ["add_parser", "options_help", "renderer_from_args"]
+
+
+def add_parser(sub: Any) -> None:
+    models = sub.add_parser(
+        "models",
+        help="list the renderers, their model ids and options",
+        description="List every renderer: its name, the model ids it answers to, and its "
+        "options with their types and defaults (what --option KEY=VALUE accepts).",
+    )
+    models.add_argument("name", nargs="?", help="show one renderer only")
+    models.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    classes = [renderer_class(args.name)] if args.name else renderer_classes()
+    for k, cls in enumerate(classes):
+        if k:
+            out.write("\n")
+        out.write(f"{cls.name}: {', '.join(cls.model_ids)}\n")
+        out.write(options_help(cls) + "\n")
+    return 0
+
+
+def options_help(cls: type[Renderer]) -> str:
+    """The options of a renderer, one per line, with type, default and documentation."""
+    lines = []
+    for info in describe_options(cls.Options):
+        lines.append(f"  {info.name}: {info.type} (default: {info.default!r})")
+        if info.doc:
+            lines.append(f"      {info.doc}")
+    return "\n".join(lines) if lines else "  (no options)"
+
+
+def renderer_from_args(
+    args: argparse.Namespace, defaults: Mapping[str, Mapping[str, Any]] | None = None
+) -> Renderer:
+    """The renderer for ``--model`` with ``--option`` values typed by its options class,
+    on top of per-renderer ``defaults`` (what a subcommand prefers for a model)."""
+    cls = renderer_class(args.model)
+    options = dict((defaults or {}).get(cls.name, {}))
+    options.update(cls.options_from_text(option_pairs(getattr(args, "option", []))))
+    return get_renderer(args.model, **options)

@@ -1,0 +1,10 @@
+"""The core every format builds on, and which depends on nothing above it.
+
+- :mod:`~renderers.core.tokens`: the per-tokenizer table (bytes of every id, control tokens,
+  an ordinary-text encoder); :mod:`~renderers.core.loading`: tokenizers by model id;
+- :mod:`~renderers.core.messages`: the message model (ordered parts, OpenAI dicts);
+- :mod:`~renderers.core.parsing`: the incremental token-level parsing engine;
+- :mod:`~renderers.core.writer`: the token writer that renders pieces to ids and weights.
+
+``harmony`` and the model modules import from here; nothing here imports them.
+"""

@@ -1,0 +1,157 @@
+"""A faster exact encoder for ordinary text: tiktoken over the tokenizer's own ranks.
+
+``tokenizers`` spends most of a render encoding text; tiktoken runs the same byte-level
+BPE about 6-7x faster. It is used only for tokenizers on the proven list below: each entry
+is a fingerprint of a token table (every token's bytes) with the split pattern and
+normalizer of that tokenizer, and ``tests/test_fast_encoding.py`` proves, on a large varied
+corpus, that tiktoken gives the ids of the tokenizer itself. Any other tokenizer (or a
+failed self-check at load) keeps the ``tokenizers`` encoder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["PROVEN", "ByteVocabulary", "fast_encoder", "fingerprint"]
+
+
+class ByteVocabulary(Protocol):
+    """What this module reads of a token table (:class:`renderers.core.tokens.TokenTable`)."""
+
+    @property
+    def id_to_bytes(self) -> Sequence[bytes]: ...
+    @property
+    def valid(self) -> Sequence[bool]: ...
+    @property
+    def control_ids(self) -> frozenset[int]: ...
+    @property
+    def length_array(self) -> Any: ...
+
+
+_QWEN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_O200K = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_KIMI = (
+    r"[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+# DeepSeek's pre-tokenizer first isolates runs of up to 3 digits, then CJK runs, then
+# splits each remaining piece with its main pattern (text no alternative matches stays a
+# piece of its own). One pattern does the same: digits and CJK first, and the main
+# alternatives (and the gap alternative) never cross into them, treating them as the end
+# of a piece in their lookahead.
+_CJK = "\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff"
+_ISOLATED = rf"\p{{N}}{_CJK}"
+_DEEPSEEK_MAIN = (
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""
+    rf"|[^\r\n\p{{L}}\p{{P}}\p{{S}}{_ISOLATED}]?[\p{{L}}\p{{M}}&&[^{_ISOLATED}]]+"
+    rf"| ?[\p{{P}}\p{{S}}&&[^{_ISOLATED}]]+[\r\n]*|\s*[\r\n]+|\s+(?![^\s{_ISOLATED}])|\s+"
+)
+_DEEPSEEK = rf"\p{{N}}{{1,3}}|[{_CJK}]+|{_DEEPSEEK_MAIN}|(?:(?!{_DEEPSEEK_MAIN})[^{_ISOLATED}])+"
+
+
+@dataclass(frozen=True, slots=True)
+class Proven:
+    """A tokenizer whose encoding tiktoken reproduces exactly with the split ``pattern``
+    (after NFC normalization if ``nfc``)."""
+
+    model: str
+    pattern: str
+    nfc: bool
+
+
+PROVEN: dict[str, Proven] = {
+    "455bee1bbe1f0ec7b7fd3d6e54b734a882b585677ae8d1f36fe47a25b2c74735": Proven(
+        "Qwen/Qwen3-8B", _QWEN, nfc=True
+    ),
+    "f5bf08699b8f17554dac907d0668de45cd941e087bc74dea5428b17e6eae8bba": Proven(
+        "openai/gpt-oss-20b", _O200K, nfc=False
+    ),
+    "0836e2ffff9d36113a8986a5e80b555c82822c5dd72d5322ea0b03bc16a71ed9": Proven(
+        "moonshotai/Kimi-K2-Instruct", _KIMI, nfc=False
+    ),
+    "ee6a6276f2dde6cf826ef6618f2800d235bbde2df69233d63f9b7e4b588caa5e": Proven(
+        "moonshotai/Kimi-K2-Thinking", _KIMI, nfc=False
+    ),
+    "a20fd7321032199989a135d25f943584f969b2c95c48786305775438f0b72145": Proven(
+        "deepseek-ai/DeepSeek-V3", _DEEPSEEK, nfc=False
+    ),
+    "68f0af56d51ba0c75d3536e44bbe5b8b366cf154503807ea56594a56859beceb": Proven(
+        "deepseek-ai/DeepSeek-V3.1", _DEEPSEEK, nfc=False
+    ),
+}
+"""Fingerprint -> how to encode; filled only with tokenizers the tests prove equal."""
+
+# A self-check run when the fast encoder is built: scripts, digits, whitespace runs,
+# contractions, code, combining marks and emoji.
+_SAMPLE = (
+    "Hello, World! It's 2025-06-28; we'll test 12345678 numbers & symbols: <tag/> {x: [1, 2]}\n"
+    "  indented\tline\r\n\n\n   trailing   \n中文文本，日本語のテキスト、한국어 문장. "
+    "Ünïcödé façade e\u0301 "
+    "Größe ΑΒΓ αβγ Кириллица عربى हिन्दी 🎉🚀 👍🏽 def f(x):\n    return x**2  # comment\n"
+)
+
+
+def fingerprint(table: ByteVocabulary) -> str:
+    """A hash of every token's bytes (and lengths), identifying a tokenizer's vocabulary."""
+    digest = hashlib.sha256(table.length_array.tobytes())
+    digest.update(b"".join(table.id_to_bytes))
+    return digest.hexdigest()
+
+
+def fast_encoder(
+    table: ByteVocabulary, reference: Callable[[str], list[int]]
+) -> Callable[[str], list[int]] | None:
+    """The tiktoken encoder for ``table`` if its tokenizer is proven, else ``None``.
+
+    ``reference`` is the tokenizer's own ordinary-text encoder; the fast encoder must give
+    its ids on a built-in sample before it is used.
+    """
+    proven = PROVEN.get(fingerprint(table))
+    if proven is None:
+        return None
+    encode = build(table, proven)
+    if encode is None or encode(_SAMPLE) != reference(_SAMPLE):
+        return None
+    return encode
+
+
+def build(table: ByteVocabulary, proven: Proven) -> Callable[[str], list[int]] | None:
+    """tiktoken over the table's ordinary tokens (ranks are the token ids)."""
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    control = table.control_ids
+    ranks = {b: i for i, b in enumerate(table.id_to_bytes) if table.valid[i] and i not in control}
+    encoding = tiktoken.Encoding(
+        name=f"renderers:{proven.model}",
+        pat_str=proven.pattern,
+        mergeable_ranks=ranks,
+        special_tokens={},
+    )
+    encode_ordinary = encoding.encode_ordinary
+    if proven.nfc:
+        normalize = unicodedata.normalize
+
+        def encode(text: str) -> list[int]:
+            return encode_ordinary(normalize("NFC", text))
+
+        return encode
+    return encode_ordinary

@@ -1,0 +1,429 @@
+"""The message model shared by every renderer: ordered parts, OpenAI dicts in and out.
+
+A message's ``content`` is either a plain ``str`` or an ordered tuple of parts, in the
+order the model sampled them: ``(ThinkingPart, TextPart, ToolCallPart, ThinkingPart, ...)``
+is legal. A message whose content is only plain text always holds a ``str``, so code that
+expects strings keeps working; :attr:`Message.parts` always gives the tuple.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Message",
+    "Part",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCallPart",
+    "UnparsedToolCallPart",
+    "coerce_messages",
+    "serialize_arguments",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Text meant for the reader.
+
+    ``channel`` keeps a Harmony channel (``"final"``, or ``"commentary"`` for a preamble);
+    ``incomplete`` marks text cut off because the sample ran out of tokens.
+    """
+
+    text: str
+    channel: str | None = None
+    incomplete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingPart:
+    """Reasoning the model produced before or between answers.
+
+    ``attributes`` holds metadata of text-level reasoning tags (for example the
+    ``thought_type`` and ``confidence`` of ``<thinking ...>``); it is empty for token-level
+    formats.
+    """
+
+    text: str
+    channel: str | None = None
+    incomplete: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """A tool call whose arguments are the raw JSON text exactly as sampled or given.
+
+    ``id`` is the format's call id where it has one (Kimi-K2), else ``None``.
+    ``content_type`` keeps a Harmony content type such as ``"json"``.
+    """
+
+    name: str
+    arguments: str
+    id: str | None = None
+    channel: str | None = None
+    content_type: str | None = None
+
+    def parsed_arguments(self) -> Any:
+        """The arguments decoded from JSON (raises ``json.JSONDecodeError`` if invalid)."""
+        return json.loads(self.arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class UnparsedToolCallPart:
+    """A tool call the parser could not decode, kept verbatim with the reason.
+
+    ``raw`` is the text between the format's tool-call markers; ``name`` is filled when
+    the name was still recognisable.
+    """
+
+    raw: str
+    error: str
+    name: str | None = None
+    id: str | None = None
+    channel: str | None = None
+    incomplete: bool = False
+
+
+Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | UnparsedToolCallPart
+_PART_TYPES = (TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart)
+
+
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def serialize_arguments(arguments: Any) -> str:
+    """Tool-call arguments as JSON text: strings are kept verbatim, other values are
+    serialized the way the official templates' ``tojson`` does (``ensure_ascii=False``,
+    default separators, keys in given order)."""
+    if isinstance(arguments, str):
+        return arguments
+    return _JSON_ENCODER.encode(arguments)
+
+
+def _is_plain_text(part: Part) -> bool:
+    return type(part) is TextPart and part.channel is None and not part.incomplete
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message.
+
+    ``content`` is a ``str`` or an ordered tuple of parts (a list is accepted and stored
+    as a tuple). Content made only of plain text parts is stored as the joined ``str``.
+    """
+
+    role: str
+    content: str | Sequence[Part] = ""
+    name: str | None = None
+    tool_call_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str) or not self.role:
+            raise ValueError(f"role: expected a non-empty string, got {self.role!r}")
+        content = self.content
+        if isinstance(content, str):
+            return
+        if not isinstance(content, (list, tuple)):
+            raise ValueError(
+                f"content: expected a string or a sequence of parts, got {type(content).__name__}"
+            )
+        for i, part in enumerate(content):
+            if not isinstance(part, _PART_TYPES):
+                raise ValueError(
+                    f"content[{i}]: expected TextPart, ThinkingPart, ToolCallPart or "
+                    f"UnparsedToolCallPart, got {type(part).__name__}"
+                )
+        normalized: str | tuple[Part, ...]
+        if all(_is_plain_text(p) for p in content):
+            normalized = "".join(p.text for p in content if type(p) is TextPart)
+        else:
+            normalized = tuple(content)
+        object.__setattr__(self, "content", normalized)
+
+    # -- views -------------------------------------------------------------------------
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The content as a tuple of parts (a non-empty string becomes one ``TextPart``)."""
+        content = self.content
+        if isinstance(content, str):
+            return (TextPart(content),) if content else ()
+        assert isinstance(content, tuple)  # lists become tuples in __post_init__
+        return content
+
+    @property
+    def text(self) -> str:
+        """All text parts joined, without thinking or tool calls."""
+        content = self.content
+        if isinstance(content, str):
+            return content
+        return "".join(p.text for p in content if type(p) is TextPart)
+
+    @property
+    def thinking(self) -> str | None:
+        """All thinking parts joined, or ``None`` when the message has none."""
+        content = self.content
+        if isinstance(content, str):
+            return None
+        texts = [p.text for p in content if type(p) is ThinkingPart]
+        return "".join(texts) if texts else None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The parsed tool calls, in order (unparsed calls are in :attr:`parts`)."""
+        content = self.content
+        if isinstance(content, str):
+            return ()
+        return tuple(p for p in content if type(p) is ToolCallPart)
+
+    # -- conversion ----------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Build a message from an OpenAI-style chat dict or from :meth:`to_dict` output.
+
+        Accepts ``content`` as a string, ``None`` or a list of parts
+        (``{"type": "text", "text": ...}``, ``{"type": "thinking", "text": ...}``, ...),
+        ``reasoning_content`` (or ``thinking``), ``tool_calls`` whose
+        ``function.arguments`` is a JSON string or a JSON-serialisable value,
+        ``tool_call_id`` and ``name``. Errors name the offending field.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a mapping, got {type(data).__name__}")
+        role = data.get("role")
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"role: expected a non-empty string, got {role!r}")
+        content = data.get("content")
+        name = data.get("name")
+        tool_call_id = data.get("tool_call_id")
+        if (
+            type(content) is str
+            and data.get("tool_calls") is None
+            and data.get("reasoning_content", data.get("thinking")) is None
+            and (name is None or type(name) is str)
+            and (tool_call_id is None or type(tool_call_id) is str)
+        ):
+            return cls(role, content, name, tool_call_id)  # the common shape, fast
+        parts: list[Part] = []
+        reasoning = data.get("reasoning_content", data.get("thinking"))
+        if reasoning is not None:
+            if not isinstance(reasoning, str):
+                raise ValueError(
+                    f"reasoning_content: expected a string, got {type(reasoning).__name__}"
+                )
+            if reasoning:
+                parts.append(ThinkingPart(reasoning))
+        parts.extend(_content_parts(content))
+        tool_calls = data.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, (list, tuple)):
+                raise ValueError(f"tool_calls: expected a list, got {type(tool_calls).__name__}")
+            for i, call in enumerate(tool_calls):
+                try:
+                    parts.append(_tool_call_part(call))
+                except ValueError as exc:
+                    raise ValueError(f"tool_calls[{i}].{exc}") from None
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"name: expected a string, got {type(name).__name__}")
+        if tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise ValueError(f"tool_call_id: expected a string, got {type(tool_call_id).__name__}")
+        return cls(role, parts, name=name, tool_call_id=tool_call_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A lossless dict: ``content`` is a string or the ordered list of part dicts."""
+        out: dict[str, Any] = {"role": self.role}
+        if isinstance(self.content, str):
+            out["content"] = self.content
+        else:
+            out["content"] = [_part_to_dict(p) for p in self.content]
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat shape: ``content``, ``reasoning_content`` and ``tool_calls``.
+
+        This shape cannot express interleaving; use :meth:`to_dict` to keep part order.
+        Unparsed tool calls are omitted here (they have no OpenAI equivalent).
+        """
+        out: dict[str, Any] = {"role": self.role}
+        calls = self.tool_calls
+        text = self.text
+        out["content"] = text if (text or not calls) else None
+        thinking = self.thinking
+        if thinking is not None:
+            out["reasoning_content"] = thinking
+        if calls:
+            out["tool_calls"] = [
+                {
+                    **({"id": c.id} if c.id is not None else {}),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+def _content_parts(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextPart(content)] if content else []
+    if not isinstance(content, (list, tuple)):
+        raise ValueError(
+            f"content: expected a string, None or a list of parts, got {type(content).__name__}"
+        )
+    parts: list[Part] = []
+    for i, item in enumerate(content):
+        if isinstance(item, _PART_TYPES):
+            parts.append(item)
+            continue
+        if isinstance(item, str):
+            parts.append(TextPart(item))
+            continue
+        if not isinstance(item, Mapping):
+            raise ValueError(f"content[{i}]: expected a part or a dict, got {type(item).__name__}")
+        try:
+            parts.append(_part_from_dict(item))
+        except ValueError as exc:
+            raise ValueError(f"content[{i}].{exc}") from None
+    return parts
+
+
+def _str_field(d: Mapping[str, Any], key: str, *, required: bool = True) -> Any:
+    value = d.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _part_from_dict(d: Mapping[str, Any]) -> Part:
+    kind = d.get("type", "text")
+    channel = _str_field(d, "channel", required=False)
+    incomplete = bool(d.get("incomplete", False))
+    if kind == "text":
+        return TextPart(_str_field(d, "text"), channel=channel, incomplete=incomplete)
+    if kind in ("thinking", "reasoning"):
+        key = "text" if "text" in d else kind
+        attributes = d.get("attributes") or {}
+        if not isinstance(attributes, Mapping):
+            raise ValueError("attributes: expected a mapping")
+        return ThinkingPart(
+            _str_field(d, key),
+            channel=channel,
+            incomplete=incomplete,
+            attributes=tuple((str(k), str(v)) for k, v in attributes.items()),
+        )
+    if kind in ("tool_call", "function"):
+        return _tool_call_part(d)
+    if kind == "unparsed_tool_call":
+        return UnparsedToolCallPart(
+            _str_field(d, "raw"),
+            _str_field(d, "error"),
+            name=_str_field(d, "name", required=False),
+            id=_str_field(d, "id", required=False),
+            channel=channel,
+            incomplete=incomplete,
+        )
+    raise ValueError(
+        f"type: unknown part type {kind!r} (expected text, thinking, tool_call or "
+        "unparsed_tool_call)"
+    )
+
+
+def _tool_call_part(call: Any) -> ToolCallPart:
+    if isinstance(call, ToolCallPart):
+        return call
+    if not isinstance(call, Mapping):
+        raise ValueError(f"expected a dict, got {type(call).__name__}")
+    function = call.get("function", call)
+    if not isinstance(function, Mapping):
+        raise ValueError(f"function: expected a dict, got {type(function).__name__}")
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"function.name: expected a non-empty string, got {name!r}")
+    if "arguments" not in function:
+        raise ValueError("function.arguments: missing")
+    try:
+        arguments = serialize_arguments(function["arguments"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"function.arguments: not JSON-serialisable ({exc})") from None
+    call_id = call.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise ValueError(f"id: expected a string, got {type(call_id).__name__}")
+    return ToolCallPart(
+        name,
+        arguments,
+        id=call_id,
+        channel=_str_field(call, "channel", required=False),
+        content_type=_str_field(call, "content_type", required=False),
+    )
+
+
+def _part_to_dict(part: Part) -> dict[str, Any]:
+    out: dict[str, Any]
+    if type(part) is TextPart:
+        out = {"type": "text", "text": part.text}
+    elif type(part) is ThinkingPart:
+        out = {"type": "thinking", "text": part.text}
+        if part.attributes:
+            out["attributes"] = dict(part.attributes)
+    elif type(part) is ToolCallPart:
+        out = {"type": "tool_call", "name": part.name, "arguments": part.arguments}
+        if part.id is not None:
+            out["id"] = part.id
+        if part.content_type is not None:
+            out["content_type"] = part.content_type
+    else:
+        assert type(part) is UnparsedToolCallPart
+        out = {"type": "unparsed_tool_call", "raw": part.raw, "error": part.error}
+        if part.name is not None:
+            out["name"] = part.name
+        if part.id is not None:
+            out["id"] = part.id
+    if part.channel is not None:
+        out["channel"] = part.channel
+    if getattr(part, "incomplete", False):
+        out["incomplete"] = True
+    return out
+
+
+def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+    """Turn a conversation of ``Message`` objects and/or dicts into ``Message`` objects.
+
+    Raises ``ValueError`` naming the message index and field, e.g.
+    ``messages[2].tool_calls[0].function.name: expected a non-empty string``.
+    """
+    if isinstance(messages, (str, bytes, Mapping)):
+        raise ValueError("messages: expected a sequence of messages, not a single value")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            out.append(m)
+            continue
+        if not isinstance(m, Mapping):
+            raise ValueError(f"messages[{i}]: expected a Message or a dict, got {type(m).__name__}")
+        try:
+            out.append(Message.from_dict(m))
+        except ValueError as exc:
+            raise ValueError(f"messages[{i}].{exc}") from None
+    return out
+
+
+def join_text(parts: Sequence[Part]) -> str:
+    """The text parts of ``parts`` joined (how list content is rendered by templates
+    that only accept strings)."""
+    return "".join(p.text for p in parts if type(p) is TextPart)

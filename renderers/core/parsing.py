@@ -1,0 +1,831 @@
+"""The shared token-level parsing engine: one incremental engine for batch and streaming.
+
+A format's parser subclasses :class:`StreamParser` and reacts to two things: runs of
+ordinary text (decoded from a per-tokenizer byte table, UTF-8 split across tokens handled)
+and structural token ids (single control tokens such as ``<think>``). Markers that are not
+single tokens are found by :class:`MarkerScanner`, which holds back a partial marker at the
+end of a chunk. The :class:`PartAssembler` turns the regions the format opens and closes
+into ordered parts, emitting stream events and recording token spans.
+
+Batch parsing is the same engine fed one big chunk: the chunk is scanned for structural
+ids at once (NumPy) and each run between them is decoded in one go.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from renderers.core.messages import Message, Part, TextPart, ThinkingPart
+from renderers.core.tokens import TokenTable
+
+__all__ = [
+    "Event",
+    "MarkerScanner",
+    "ParseIssue",
+    "ParseResult",
+    "PartAssembler",
+    "PartFinished",
+    "PartStarted",
+    "StreamParser",
+    "Termination",
+    "TextDelta",
+    "json_object_members",
+]
+
+TEXT = "text"
+THINKING = "thinking"
+TOOL_CALL = "tool_call"
+
+
+class Termination(StrEnum):
+    """How a sampled completion ended."""
+
+    STOP = "stop"
+    """Ended at one of the format's stop tokens."""
+    EOS = "eos"
+    """Ended at the tokenizer's end-of-sequence token."""
+    LENGTH = "length"
+    """Ran out of tokens without a stop token: the open part is marked incomplete."""
+    MALFORMED = "malformed"
+    """The parser had to repair the structure (see :attr:`ParseResult.issues`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParseIssue:
+    """A structural problem the lenient parser repaired, at ``position``: a token index
+    for token-level parsers, a character offset for text-level ones."""
+
+    position: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    """A parsed completion.
+
+    ``spans[i]`` is the ``[start, end)`` token range of ``message.parts[i]`` in the
+    completion, markers included. ``stop_token_id`` is the token that ended the message
+    (``None`` if none did); ``trailing_ids`` are the tokens after it, which are not part of
+    the message (``trailing_text`` is their text).
+    """
+
+    message: Message
+    termination: Termination
+    spans: tuple[tuple[int, int], ...]
+    stop_token_id: int | None = None
+    trailing_ids: tuple[int, ...] = ()
+    trailing_text: str = ""
+    issues: tuple[ParseIssue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartStarted:
+    """A part began: ``kind`` is ``"text"``, ``"thinking"`` or ``"tool_call"``."""
+
+    index: int
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """More text of part ``index`` (for a tool call: its raw text as sampled)."""
+
+    index: int
+    text: str
+
+
+# A frozen dataclass sets each field through object.__setattr__, which costs more than
+# the rest of the one-token streaming path; the assembler sets the slots directly.
+_new_object = object.__new__
+_set_delta_index = vars(TextDelta)["index"].__set__
+_set_delta_text = vars(TextDelta)["text"].__set__
+
+
+@dataclass(frozen=True, slots=True)
+class PartFinished:
+    """Part ``index`` is complete; ``part`` is its final value."""
+
+    index: int
+    part: Part
+
+
+Event: TypeAlias = PartStarted | TextDelta | PartFinished
+ToolCallBuilder: TypeAlias = Callable[[list[str], bool], Part]
+"""Turns a tool-call region's raw segments into a part; the flag says it was cut off."""
+
+
+class PartAssembler:
+    """Builds the ordered parts of one message from regions of text.
+
+    A format opens a region (text, thinking or tool call) at a token position, writes its
+    text, and closes it at another position. Separators the renderer adds around a part are
+    removed here: ``strip_prefix`` at the start, and a suffix given at close time for which
+    a tail matching ``holdback`` is held back until the region's end is known. A text or
+    thinking part starts only when it gets its first character, so an empty region yields
+    no part.
+    """
+
+    __slots__ = (
+        "_channel",
+        "_chunks",
+        "_explicit",
+        "_held",
+        "_holdback",
+        "_index",
+        "_prefix",
+        "_segments",
+        "_start",
+        "events",
+        "kind",
+        "parts",
+        "spans",
+    )
+
+    def __init__(self, events: bool) -> None:
+        self.parts: list[Part | None] = []
+        self.spans: list[tuple[int, int]] = []
+        self.events: list[Event] | None = [] if events else None
+        self.kind: str | None = None
+        self._channel: str | None = None
+        self._start = 0
+        self._index = -1
+        self._explicit = False
+        self._prefix = ""
+        self._holdback = ""
+        self._held = ""
+        self._chunks: list[str] = []
+        self._segments: list[str] = []
+
+    def open(
+        self,
+        kind: str,
+        start: int,
+        *,
+        strip_prefix: str = "",
+        holdback: str = "",
+        channel: str | None = None,
+        explicit: bool = False,
+    ) -> None:
+        """Open a region of ``kind`` whose span starts at token ``start``.
+
+        ``explicit`` regions (opened by a marker) still yield an empty, incomplete part
+        when the completion is cut off inside them. Tool-call regions always yield a part.
+        """
+        self.kind = kind
+        self._start = start
+        self._channel = channel
+        self._explicit = explicit or kind == TOOL_CALL
+        self._prefix = strip_prefix
+        self._holdback = holdback
+        self._held = ""
+        self._chunks = []
+        self._segments = []
+        self._index = -1
+        if kind == TOOL_CALL:
+            self._begin()
+
+    def _begin(self) -> None:
+        self._index = len(self.parts)
+        self.parts.append(None)
+        self.spans.append((self._start, self._start))
+        if self.events is not None:
+            self.events.append(PartStarted(self._index, self.kind or TEXT))
+
+    def _emit(self, text: str) -> None:
+        if self._index < 0:
+            self._begin()
+        self._chunks.append(text)
+        events = self.events
+        if events is not None:
+            delta = _new_object(TextDelta)
+            _set_delta_index(delta, self._index)
+            _set_delta_text(delta, text)
+            events.append(delta)
+
+    def write(self, text: str) -> None:
+        """Add text to the open region."""
+        if not text:
+            return
+        if self._prefix:
+            prefix = self._prefix
+            n = 0
+            limit = min(len(prefix), len(text))
+            while n < limit and text[n] == prefix[n]:
+                n += 1
+            if n == len(text) and n < len(prefix):
+                self._prefix = prefix[n:]
+                return
+            self._prefix = ""
+            text = text[n:]
+            if not text:
+                return
+        holdback = self._holdback
+        if holdback and (self._held or text[-1] in holdback):
+            if self._held:
+                text = self._held + text
+                self._held = ""
+            k = min(len(text), len(holdback))
+            while k and not holdback.startswith(text[-k:]):
+                k -= 1
+            if k:
+                self._held = text[-k:]
+                text = text[:-k]
+                if not text:
+                    return
+        self._emit(text)
+
+    def next_segment(self) -> None:
+        """Start a new raw segment of the open tool-call region (e.g. name, then args)."""
+        self._flush_held("")
+        self._segments.append("".join(self._chunks))
+        self._chunks = []
+
+    def _flush_held(self, strip_suffix: str) -> None:
+        held = self._held
+        if held:
+            self._held = ""
+            if strip_suffix and held.endswith(strip_suffix):
+                held = held[: -len(strip_suffix)]
+            if held:
+                self._emit(held)
+
+    def close(
+        self,
+        end: int,
+        *,
+        strip_suffix: str = "",
+        incomplete: bool = False,
+        build: ToolCallBuilder | None = None,
+    ) -> Part | None:
+        """Close the open region at token ``end`` (exclusive); returns the part it made.
+
+        ``strip_suffix`` is removed if the held-back tail ends with it (the separator the
+        renderer puts before the next marker). ``build`` turns a tool call's raw segments
+        into its part.
+        """
+        kind = self.kind
+        if kind is None:
+            return None
+        self.kind = None
+        self._flush_held(strip_suffix)
+        part: Part | None
+        if kind == TOOL_CALL:
+            segments = [*self._segments, "".join(self._chunks)]
+            assert build is not None, "closing a tool-call region needs a builder"
+            part = build(segments, incomplete)
+        elif self._index >= 0:
+            text = "".join(self._chunks)
+            if kind == THINKING:
+                part = ThinkingPart(text, self._channel, incomplete)
+            else:
+                part = TextPart(text, self._channel, incomplete)
+        elif incomplete and self._explicit:
+            self._begin()
+            part = (
+                ThinkingPart("", self._channel, True)
+                if kind == THINKING
+                else TextPart("", self._channel, True)
+            )
+        else:
+            return None
+        self.parts[self._index] = part
+        self.spans[self._index] = (self._start, end)
+        if self.events is not None:
+            self.events.append(PartFinished(self._index, part))
+        return part
+
+    def add(self, part: Part, start: int, end: int) -> None:
+        """Append a whole part (no open region may be pending)."""
+        assert self.kind is None, "add() while a region is open"
+        index = len(self.parts)
+        self.parts.append(part)
+        self.spans.append((start, end))
+        if self.events is not None:
+            self.events.append(PartStarted(index, _kind_of(part)))
+            self.events.append(PartFinished(index, part))
+
+
+def _kind_of(part: Part) -> str:
+    if type(part) is TextPart:
+        return TEXT
+    if type(part) is ThinkingPart:
+        return THINKING
+    return TOOL_CALL
+
+
+class MarkerScanner:
+    """Finds markers spelled by ordinary tokens (e.g. ``<think>`` in DeepSeek-V3) in a
+    stream of bytes, holding back a tail that could still become a marker.
+
+    Works on UTF-8 bytes so positions map exactly to tokens; a marker never matches
+    inside a multi-byte character because UTF-8 is self-synchronising.
+    """
+
+    __slots__ = ("_buf", "_offset")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._offset = 0  # absolute byte offset of _buf[0] in the text stream
+
+    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:
+        """Account for ``data`` without scanning it when nothing is held back and no marker
+        can start in it (every marker starts with ``first``); ``False`` means push it."""
+        if self._buf or first in data:
+            return False
+        self._offset += len(data)
+        return True
+
+    def push(self, data: bytes) -> None:
+        """Append bytes of ordinary text."""
+        self._buf = self._buf + data if self._buf else data
+
+    def next(self, markers: Sequence[bytes]) -> tuple[bytes, bytes | None, int]:
+        """The text before the first marker, the marker (or ``None``), and the absolute
+        byte offset just after the returned text and marker.
+
+        Without a marker, the returned text excludes a held-back tail that is a proper
+        prefix of some marker; call again after the next :meth:`push`.
+        """
+        buf = self._buf
+        best = -1
+        hit: bytes | None = None
+        for m in markers:
+            i = buf.find(m)
+            if i != -1 and (best == -1 or i < best):
+                best, hit = i, m
+        if hit is not None:
+            cut = best + len(hit)
+            self._buf = buf[cut:]
+            self._offset += cut
+            return buf[:best], hit, self._offset
+        keep = 0
+        for m in markers:
+            k = min(len(m) - 1, len(buf))
+            while k > keep and not buf.endswith(m[:k]):
+                k -= 1
+            keep = max(keep, k)
+        cut = len(buf) - keep
+        self._buf = buf[cut:]
+        self._offset += cut
+        return buf[:cut], None, self._offset
+
+    def flush(self) -> bytes:
+        """Release everything held back (at the end of a run of text)."""
+        buf = self._buf
+        self._buf = b""
+        self._offset += len(buf)
+        return buf
+
+
+class _TokenByteEnds:
+    """The end offset, in ordinary-text bytes, of every token seen so far, so a marker
+    found in the text maps back to tokens exactly.
+
+    Long runs are kept as NumPy blocks (never turned into lists); tokens fed one at a time
+    are appended to ``tail``, the ends of the tokens after the last block.
+    """
+
+    __slots__ = ("_block_first", "_block_last", "_blocks", "_tail_first", "seen", "tail")
+
+    def __init__(self) -> None:
+        self.seen = 0  # bytes so far: the end of the latest token
+        self.tail: list[int] = []
+        self._tail_first = 0  # index of the token whose end is tail[0]
+        self._blocks: list[np.ndarray] = []
+        self._block_first: list[int] = []  # first token of each block
+        self._block_last: list[int] = []  # end of each block's last token
+
+    def add_run(self, lengths: np.ndarray) -> None:
+        """Record a long run of tokens of these byte lengths (the tail becomes a block)."""
+        ends = np.cumsum(lengths) + self.seen
+        self.seen = int(ends[-1])
+        for block in (np.array(self.tail, dtype=np.int64), ends) if self.tail else (ends,):
+            self._blocks.append(block)
+            self._block_first.append(self._tail_first)
+            self._block_last.append(int(block[-1]))
+            self._tail_first += len(block)
+        self.tail = []
+
+    def token_at(self, offset: int) -> int:
+        """The index of the token holding byte ``offset``."""
+        b = bisect_right(self._block_last, offset)
+        if b < len(self._blocks):
+            k = self._block_first[b] + int(np.searchsorted(self._blocks[b], offset, "right"))
+        else:
+            k = self._tail_first + bisect_right(self.tail, offset)
+        return max(0, min(k, self._tail_first + len(self.tail) - 1))
+
+    def end_of(self, k: int) -> int:
+        """The end offset of token ``k``."""
+        if k >= self._tail_first:
+            return self.tail[k - self._tail_first]
+        b = bisect_right(self._block_first, k) - 1
+        return int(self._blocks[b][k - self._block_first[b]])
+
+
+_SMALL_CHUNK = 48
+_GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
+
+
+class StreamParser:
+    """Base of every format's incremental parser (``feed`` / ``finish``).
+
+    Subclasses set ``structural`` ids (besides the stop ids) and implement
+    :meth:`_on_text`, :meth:`_on_token` and :meth:`_on_end`. In :meth:`_on_text` the run
+    being decoded covers tokens ``[self._run_start, self._pos)``.
+    """
+
+    role = "assistant"
+
+    def __init__(
+        self,
+        table: TokenTable,
+        *,
+        structural: Iterable[int],
+        stop_ids: Iterable[int],
+        eos_ids: Iterable[int] = (),
+        events: bool = True,
+        byte_offsets: bool = False,
+    ) -> None:
+        self._table = table
+        self._id_bytes = table.id_to_bytes
+        self._id_str = table.id_to_str
+        self._valid = table.valid
+        self._vocab_size = table.vocab_size
+        self._stop_ids = frozenset(stop_ids)
+        self._eos_ids = frozenset(eos_ids)
+        self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
+        self._mask = _structural_mask(table, self._structural)
+        self.asm = PartAssembler(events)
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._pending = False
+        self._pos = 0
+        self._run_start = 0
+        self._done = False
+        self._finished = False
+        self._stop_id: int | None = None
+        self._trailing: list[int] = []
+        self._issues: list[ParseIssue] = []
+        self._byte_ends = _TokenByteEnds() if byte_offsets else None
+
+    # -- hooks for formats ----------------------------------------------------------------
+
+    def _on_text(self, text: str) -> None:
+        """A run of ordinary text decoded from tokens ``[self._run_start, self._pos)``."""
+        raise NotImplementedError
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        """A structural (non-stop) token at ``pos``."""
+        raise NotImplementedError
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        """The message ends at ``pos``: at a stop token if ``stopped``, else cut off."""
+        raise NotImplementedError
+
+    def _on_bytes(self, data: bytes) -> None:
+        """Formats with ``byte_offsets`` may override this to see raw bytes instead."""
+        self._decode(data)
+
+    def _text_ok(self, data: bytes) -> bool:
+        """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
+        may go straight to :meth:`_on_text` because it cannot hold or continue a marker. A
+        format answering yes accounts for the bytes in its scanner
+        (:meth:`MarkerScanner.pass_through`)."""
+        return False
+
+    # -- helpers for formats --------------------------------------------------------------
+
+    def _issue(self, pos: int, message: str) -> None:
+        self._issues.append(ParseIssue(pos, message))
+
+    def _end_message(self, pos: int) -> None:
+        """End the message before token ``pos`` without a stop token (it is malformed):
+        the token and everything after it are trailing."""
+        self._on_end(pos, True)
+        self._done = True
+
+    def _token_at_byte(self, offset: int) -> int:
+        """The index of the token holding ordinary-text byte ``offset`` (byte_offsets)."""
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return self._byte_ends.token_at(offset)
+
+    def _byte_end(self, k: int) -> int:
+        """The end offset (in ordinary-text bytes) of token ``k`` (byte_offsets)."""
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return self._byte_ends.end_of(k)
+
+    def _decode(self, data: bytes) -> None:
+        if not self._pending:
+            try:  # the common case, complete UTF-8, without the incremental decoder
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if text:
+                    self._on_text(text)
+                return
+        decoder = self._decoder
+        if decoder is None:
+            decoder = self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(data)
+        self._pending = bool(decoder.getstate()[0])
+        if text:
+            self._on_text(text)
+
+    def _flush_pending(self) -> None:
+        if self._pending and self._decoder is not None:
+            text = self._decoder.decode(b"", final=True)
+            self._pending = False
+            if text:
+                self._on_text(text)
+
+    # -- driving --------------------------------------------------------------------------
+
+    def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
+        """Consume more sampled token ids; returns the events they produced."""
+        asm = self.asm
+        if asm.events is not None:
+            asm.events = []
+        if type(token_ids) is list and len(token_ids) == 1 and not self._done:
+            # The streaming hot path: one ordinary token of complete UTF-8 text.
+            t = token_ids[0]
+            if (
+                not self._pending
+                and type(t) is int
+                and t not in self._structural
+                and 0 <= t < self._vocab_size
+            ):
+                text = self._id_str[t]
+                if text is not None and not self._finished:
+                    byte_ends = self._byte_ends
+                    if byte_ends is not None:
+                        data = self._id_bytes[t]
+                        if not self._text_ok(data):
+                            text = None
+                        else:
+                            byte_ends.seen += len(data)
+                            byte_ends.tail.append(byte_ends.seen)
+                    if text is not None:
+                        self._run_start = self._pos
+                        self._pos += 1
+                        if text:
+                            self._on_text(text)
+                        return asm.events if asm.events is not None else []
+        if self._finished:
+            raise RuntimeError("feed() called after finish()")
+        if isinstance(token_ids, np.ndarray):
+            arr: np.ndarray | None = token_ids
+            ids: list[int] = token_ids.tolist()
+        else:
+            arr = None
+            ids = token_ids if isinstance(token_ids, list) else list(token_ids)
+        if self._done:
+            self._table.check_ids(ids, self._pos)
+            self._trailing.extend(ids)
+            self._pos += len(ids)
+            return []
+        if len(ids) <= _SMALL_CHUNK:
+            self._feed_small(ids)
+        else:
+            self._feed_large(ids, arr)
+        events = asm.events
+        return events if events is not None else []
+
+    def _feed_small(self, ids: list[int]) -> None:
+        """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
+        if not all(type(t) is int for t in ids):
+            self._table.check_ids(ids, self._pos)  # names the first non-integer
+            ids = [int(t) for t in ids]  # NumPy integers
+        structural = self._structural
+        valid = self._valid
+        n = self._vocab_size
+        start = 0
+        end = len(ids)
+        k = 0
+        while k <= end:
+            if k < end:
+                t = ids[k]
+                if t not in structural:
+                    if not (0 <= t < n and valid[t]):
+                        self._table.check_ids([t], self._pos + k - start)
+                    k += 1
+                    continue
+            if k > start:
+                self._run(ids[start:k])
+            if k == end:
+                return
+            self._structural_token(ids[k])
+            k += 1
+            start = k
+            if self._done:
+                rest = ids[k:]
+                self._table.check_ids(rest, self._pos)
+                self._trailing.extend(rest)
+                self._pos += len(rest)
+                return
+
+    def _run(self, run: list[int]) -> None:
+        """Decode a run of ordinary tokens (already validated) and hand it to the format."""
+        self._run_start = self._pos
+        self._pos += len(run)
+        byte_ends = self._byte_ends
+        id_bytes = self._id_bytes
+        if byte_ends is not None:
+            seen = byte_ends.seen
+            tail = byte_ends.tail
+            for t in run:
+                seen += len(id_bytes[t])
+                tail.append(seen)
+            byte_ends.seen = seen
+            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+            return
+        if not self._pending:
+            texts = list(map(self._id_str.__getitem__, run))
+            if None not in texts:
+                text = "".join(texts)  # type: ignore[arg-type]
+                if text:
+                    self._on_text(text)
+                return
+        self._decode(b"".join(map(id_bytes.__getitem__, run)))
+
+    def _feed_large(self, ids: list[int], arr: np.ndarray | None) -> None:
+        if arr is None:
+            try:
+                arr = np.array(ids)  # float or object dtype when an id is not an integer
+            except (OverflowError, TypeError, ValueError):
+                arr = None
+            if arr is None or arr.dtype.kind not in "iu":
+                self._table.check_ids(ids, self._pos)
+                raise ValueError("token_ids: expected integers")
+        elif arr.dtype.kind not in "iu":
+            self._table.check_ids(ids, self._pos)
+            raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size):
+            self._table.check_ids(ids, self._pos)
+        if not self._table.valid_array[arr].all():
+            self._table.check_ids(ids, self._pos)
+        cuts = np.flatnonzero(self._mask[arr]).tolist()
+        base = self._pos
+        prev = 0
+        for cut in (*cuts, len(ids)):
+            if self._done:
+                rest = ids[prev:]
+                self._table.check_ids(rest, base + prev)
+                self._trailing.extend(rest)
+                self._pos = base + len(ids)
+                return
+            if cut > prev:
+                self._pos = base + prev
+                if cut - prev < _GATHER_MIN:
+                    self._run(ids[prev:cut])
+                else:
+                    self._run_large(arr[prev:cut])
+            if cut < len(ids):
+                self._pos = base + cut
+                self._structural_token(ids[cut])
+            prev = cut + 1
+
+    def _run_large(self, arr: np.ndarray) -> None:
+        """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
+        byte offsets computed with NumPy."""
+        self._run_start = self._pos
+        self._pos += len(arr)
+        data = self._table.join_bytes(arr)
+        if self._byte_ends is not None:
+            self._byte_ends.add_run(self._table.length_array[arr])
+            self._on_bytes(data)
+        else:
+            self._decode(data)
+
+    def _structural_token(self, t: int) -> None:
+        pos = self._pos
+        self._flush_pending()
+        self._pos = pos + 1
+        self._run_start = self._pos
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            byte_ends.tail.append(byte_ends.seen)
+        if t in self._stop_ids or t in self._eos_ids:
+            self._stop_id = t
+            self._on_end(pos, True)
+            self._done = True
+        else:
+            self._on_token(t, pos)
+            if self._done:  # the format ended the message at this token
+                self._trailing.append(t)
+
+    def finish(self) -> ParseResult:
+        """End of the sampled ids: close what is open and return the result."""
+        if self._finished:
+            raise RuntimeError("finish() called twice")
+        self._finished = True
+        if self.asm.events is not None:
+            self.asm.events = []
+        self._flush_pending()
+        if not self._done:
+            self._on_end(self._pos, False)
+        return self._result()
+
+    @property
+    def final_events(self) -> list[Event]:
+        """The events :meth:`finish` produced (parts closed at the end of the ids)."""
+        if not self._finished or self.asm.events is None:
+            return []
+        return self.asm.events
+
+    def _result(self) -> ParseResult:
+        parts = [p for p in self.asm.parts if p is not None]
+        spans = self.asm.spans
+        message = Message(self.role, parts)
+        if isinstance(message.content, str) and len(spans) > 1:
+            spans = [(spans[0][0], spans[-1][1])]
+        if self._issues:
+            termination = Termination.MALFORMED
+        elif self._stop_id is None:
+            termination = Termination.LENGTH
+        elif self._stop_id in self._stop_ids:
+            termination = Termination.STOP
+        else:
+            termination = Termination.EOS
+        trailing = tuple(self._trailing)
+        return ParseResult(
+            message=message,
+            termination=termination,
+            spans=tuple(spans),
+            stop_token_id=self._stop_id,
+            trailing_ids=trailing,
+            trailing_text=self._table.decode(trailing) if trailing else "",
+            issues=tuple(self._issues),
+        )
+
+
+_MASKS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+
+
+def _structural_mask(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
+    key = (id(table), ids)
+    mask = _MASKS.get(key)
+    if mask is None:
+        mask = np.zeros(table.vocab_size, dtype=bool)
+        mask[list(ids)] = True
+        mask.flags.writeable = False
+        if len(_MASKS) > 256:
+            _MASKS.clear()
+        _MASKS[key] = mask
+    return mask
+
+
+_JSON = json.JSONDecoder()
+_WS = " \t\n\r"
+
+
+def _skip_ws(s: str, i: int) -> int:
+    n = len(s)
+    while i < n and s[i] in _WS:
+        i += 1
+    return i
+
+
+def json_object_members(text: str) -> list[tuple[str, Any, str]]:
+    """Parse a JSON object, returning ``(key, value, raw value text)`` per member.
+
+    The raw text is the value exactly as written, so tool-call arguments can be kept as
+    sampled instead of re-serialised. Raises ``ValueError`` on anything but one object.
+    """
+    i = _skip_ws(text, 0)
+    if i >= len(text) or text[i] != "{":
+        raise ValueError("expected a JSON object")
+    i = _skip_ws(text, i + 1)
+    members: list[tuple[str, Any, str]] = []
+    if i < len(text) and text[i] == "}":
+        i += 1
+    else:
+        while True:
+            if i >= len(text) or text[i] != '"':
+                raise ValueError(f"expected a string key at character {i}")
+            key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            i = _skip_ws(text, i)
+            if i >= len(text) or text[i] != ":":
+                raise ValueError(f"expected ':' at character {i}")
+            i = _skip_ws(text, i + 1)
+            value, j = _JSON.raw_decode(text, i)
+            members.append((key, value, text[i:j]))
+            i = _skip_ws(text, j)
+            if i < len(text) and text[i] == ",":
+                i = _skip_ws(text, i + 1)
+                continue
+            if i < len(text) and text[i] == "}":
+                i += 1
+                break
+            raise ValueError(f"expected ',' or '}}' at character {i}")
+    if _skip_ws(text, i) != len(text):
+        raise ValueError(f"extra data after the JSON object at character {i}")
+    return members

@@ -1,0 +1,246 @@
+"""The per-tokenizer table renderers use (loading by model id is :mod:`renderers.core.loading`).
+
+A :class:`TokenTable` is built once per tokenizer (cached) and holds what rendering and
+parsing need: the bytes of every token id (decoding by joining bytes is ~3x faster than
+the tokenizer's own decode), the control tokens by name, and an encoder for ordinary
+text that never produces a control token, even when the text spells one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from renderers.core.byte_level import bytes_to_unicode
+from renderers.core.fast_encoding import fast_encoder
+
+__all__ = ["TokenTable", "token_table"]
+
+_UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def _backend(tokenizer: Any) -> Tokenizer:
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if isinstance(backend, Tokenizer):
+        return backend
+    raise TypeError(
+        f"unsupported tokenizer {type(tokenizer).__name__}: expected a Hugging Face fast "
+        "tokenizer (with .backend_tokenizer) or a tokenizers.Tokenizer"
+    )
+
+
+def _is_byte_level(backend: Tokenizer) -> bool:
+    decoder = backend.decoder
+    if type(decoder).__name__ == "ByteLevel":
+        return True
+    if decoder is None:
+        return False
+    spec = json.loads(backend.to_str()).get("decoder") or {}
+    return any(d.get("type") == "ByteLevel" for d in spec.get("decoders", []))
+
+
+class TokenTable:
+    """What renderers need to know about one tokenizer, computed once.
+
+    - ``id_to_bytes[i]``: the bytes of token ``i`` (control tokens: their UTF-8 text);
+    - ``id_to_str[i]``: the text of token ``i`` when its bytes are complete UTF-8, else
+      ``None`` (lets streaming skip the incremental decoder for most tokens);
+    - ``control_tokens``: every added token (special or not) by its text;
+    - :meth:`encode`: ordinary text to ids without ever matching a control token.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        backend = _backend(tokenizer)
+        if not _is_byte_level(backend):
+            raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
+        vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
+        added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
+        size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
+        table: list[bytes | None] = [None] * size
+        u2b = _UNICODE_TO_BYTE
+        for piece, i in vocab.items():
+            try:
+                table[i] = bytes([u2b[c] for c in piece])
+            except KeyError:
+                if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
+                    continue
+                raise TypeError(f"token {piece!r} is not byte-level encoded") from None
+        control: dict[str, int] = {}
+        for i, content in added.items():
+            table[i] = content.encode("utf-8")
+            control[content] = i
+        self.vocab_size = size
+        self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
+        self.valid = [b is not None for b in table]
+        # The same as NumPy arrays, for validating and measuring whole chunks at once.
+        self.valid_array = np.fromiter(self.valid, dtype=bool, count=size)
+        self.length_array = np.fromiter(map(len, self.id_to_bytes), dtype=np.int64, count=size)
+        # Every token's bytes end to end and where each starts: a long run of ids is joined
+        # by one NumPy gather (about twice as fast as joining a Python list).
+        self._flat_bytes = np.frombuffer(b"".join(self.id_to_bytes), dtype=np.uint8)
+        self._starts = np.cumsum(self.length_array) - self.length_array
+        self.id_to_str: list[str | None] = [
+            _complete_utf8(b) if b is not None else None for b in table
+        ]
+        self.control_tokens: dict[str, int] = control
+        self.control_ids = frozenset(control.values())
+        self._id_to_control = {i: s for s, i in control.items()}
+        self._backend = backend
+        self._encoder_: Tokenizer | None = None
+        self._encode_fn: Callable[[str], list[int]] | None = None
+        self._fast = False
+        self._encoder_lock = threading.Lock()
+        self._cache: dict[str, list[int]] = {}
+
+    @property
+    def _encoder(self) -> Tokenizer:
+        """The tokenizer without its added tokens: text is only ever split by the
+        pre-tokenizer and BPE, so a user typing ``<|im_end|>`` gets ordinary tokens.
+        Built on first use (parsing never needs it)."""
+        encoder = self._encoder_
+        if encoder is None:
+            with self._encoder_lock:
+                encoder = self._encoder_
+                if encoder is None:
+                    encoder = self._encoder_ = _without_added_tokens(self._backend)
+        return encoder
+
+    def _reference_encode(self, text: str) -> list[int]:
+        ids: list[int] = self._encoder.encode(text, add_special_tokens=False).ids
+        return ids
+
+    @property
+    def fast_encoding(self) -> bool:
+        """Whether ordinary text is encoded with tiktoken (a proven-equal fast path)."""
+        self._encode_ordinary  # noqa: B018  (builds the encoder)
+        return self._fast
+
+    @property
+    def _encode_ordinary(self) -> Callable[[str], list[int]]:
+        encode = self._encode_fn
+        if encode is None:
+            fast = fast_encoder(self, self._reference_encode)
+            self._fast = fast is not None
+            encode = self._encode_fn = fast or self._reference_encode
+        return encode
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_encoder_"] = None
+        state["_encode_fn"] = None
+        state["_cache"] = {}
+        del state["_encoder_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._encoder_lock = threading.Lock()
+
+    def control_id(self, text: str) -> int:
+        """The id of the control token spelled ``text`` (``KeyError`` if there is none)."""
+        try:
+            return self.control_tokens[text]
+        except KeyError:
+            raise KeyError(f"the tokenizer has no control token {text!r}") from None
+
+    def control_text(self, token_id: int) -> str | None:
+        """The text of control token ``token_id``, or ``None`` for an ordinary token."""
+        return self._id_to_control.get(token_id)
+
+    def encode(self, text: str) -> list[int]:
+        """Encode ``text`` as ordinary text (control-token spellings stay plain text)."""
+        if len(text) <= 256:
+            cached = self._cache.get(text)
+            if cached is None:
+                cached = self._encode_ordinary(text)
+                if len(self._cache) >= 65536:
+                    self._cache.clear()
+                self._cache[text] = cached
+            return list(cached)
+        return self._encode_ordinary(text)
+
+    def clear_cache(self) -> None:
+        """Forget cached encodings of short texts (benchmarks measure cold rendering)."""
+        self._cache.clear()
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Like :meth:`encode`, also returning each token's character span in ``text``."""
+        enc = self._encoder.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
+        """Raise ``ValueError`` naming the first position holding an invalid token id
+        (not an integer, negative, or not in the vocabulary). Python ints (a ``bool`` is
+        one) and NumPy integers are integers."""
+        valid = self.valid
+        n = self.vocab_size
+        for pos, t in enumerate(ids):
+            if not isinstance(t, (int, np.integer)):
+                raise ValueError(f"token_ids[{offset + pos}] = {t!r} is not an integer token id")
+            if not (0 <= t < n and valid[t]):
+                raise ValueError(
+                    f"token_ids[{offset + pos}] = {t} is not a token id of this tokenizer "
+                    f"(ids are 0..{n - 1})"
+                )
+
+    def join_bytes(self, ids: np.ndarray) -> bytes:
+        """The bytes of ``ids`` (an integer array of valid ids) end to end."""
+        pieces = []
+        for k in range(0, len(ids), _GATHER_CHUNK):  # bounds the index arrays' memory
+            chunk = ids[k : k + _GATHER_CHUNK]
+            lengths = self.length_array[chunk]
+            ends = np.cumsum(lengths)
+            index = np.repeat(self._starts[chunk] - (ends - lengths), lengths)
+            index += np.arange(len(index))
+            pieces.append(self._flat_bytes[index].tobytes())
+        return b"".join(pieces)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
+        self.check_ids(ids)
+        return b"".join(map(self.id_to_bytes.__getitem__, ids)).decode("utf-8", "replace")
+
+
+_GATHER_CHUNK = 1 << 15
+
+
+def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
+    spec = backend.to_str()
+    # Splice out the "added_tokens" array without parsing the whole (large) document.
+    key = spec.index('"added_tokens"')
+    start = spec.index("[", key)
+    _, end = json.JSONDecoder().raw_decode(spec, start)
+    plain = Tokenizer.from_str(spec[:start] + "[]" + spec[end:])
+    plain.no_truncation()
+    plain.no_padding()
+    return plain
+
+
+def _complete_utf8(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+_TABLES: weakref.WeakKeyDictionary[Any, TokenTable] = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+def token_table(tokenizer: Any) -> TokenTable:
+    """The cached :class:`TokenTable` of ``tokenizer`` (built on first use)."""
+    with _TABLES_LOCK:
+        table = _TABLES.get(tokenizer)
+    if table is None:
+        table = TokenTable(tokenizer)
+        with _TABLES_LOCK:
+            table = _TABLES.setdefault(tokenizer, table)
+    return table

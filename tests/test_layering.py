@@ -1,0 +1,140 @@
+"""The code's dependencies point one way: no import cycle between modules, none between
+packages, and the core never imports what is built on it.
+
+Imports are read from the source with ``ast`` (every ``import``, including those inside
+functions and under ``TYPE_CHECKING``), so a cycle hidden behind a lazy import counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("renderers", "harmony", "benchmarks")
+
+
+def _modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for top in PACKAGES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _package_of(module: str) -> str:
+    """The innermost package holding ``module`` (a package is its own package)."""
+    path = MODULES[module]
+    if path.name == "__init__.py":
+        return module
+    return module.rpartition(".")[0]
+
+
+def _imported(module: str) -> Iterator[str]:
+    """The project modules ``module`` imports (the longest known prefix of each name)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                yield name
+
+
+GRAPH = {module: sorted(set(_imported(module))) for module in MODULES}
+
+
+def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path, or ``None``."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def _ancestors_excluded(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    # A package importing its own subpackage (``renderers`` re-exporting ``renderers.core``)
+    # is how Python packages work; a subpackage importing its parent package is not.
+    return {
+        a: sorted(b for b in targets if not b.startswith(a + ".")) for a, targets in edges.items()
+    }
+
+
+def test_the_graph_sees_the_packages() -> None:
+    assert "renderers.core.parsing" in GRAPH
+    assert "renderers.core.parsing" in GRAPH["harmony.parser"]
+    assert "harmony" in GRAPH["renderers.gpt_oss"]
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph = {m: [t for t in targets if not m.startswith(t + ".")] for m, targets in GRAPH.items()}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycle_between_packages() -> None:
+    edges: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        source = _package_of(module)
+        for target in targets:
+            package = _package_of(target)
+            if package != source:
+                edges.setdefault(source, set()).add(package)
+    cycle = _cycle(_ancestors_excluded(edges))
+    assert cycle is None, "package cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("renderers.core")))
+def test_the_core_imports_only_the_core(module: str) -> None:
+    outside = [t for t in GRAPH[module] if not t.startswith("renderers.core")]
+    assert not outside, f"{module} imports {outside}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("harmony")))
+def test_harmony_builds_on_the_core_only(module: str) -> None:
+    outside = [t for t in GRAPH[module] if not t.startswith(("harmony", "renderers.core"))]
+    assert not outside, f"{module} imports {outside}"
+
+
+def test_a_cycle_is_detected() -> None:
+    assert _cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": ["b"], "b": []}) is None
