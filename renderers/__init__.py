@@ -31,7 +31,7 @@ from renderers.core.parsing import (
     TextDelta,
 )
 from renderers.core.tokens import TokenTable, token_table
-from renderers.core.writer import SupervisedExample
+from renderers.example import SupervisedExample
 from renderers.registry import get_renderer, renderer_names
 from renderers.rendering import Renderer, TrainOn
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from renderers.core.loading import load_tokenizer
+from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import (
     Message,
     TextPart,
@@ -28,7 +28,8 @@ from renderers.core.messages import (
 from renderers.core.options import options_from_text, with_options
 from renderers.core.parsing import ParseResult, StreamParser
 from renderers.core.tokens import TokenTable, token_table
-from renderers.core.writer import SupervisedExample, TokenWriter
+from renderers.core.writer import TokenWriter
+from renderers.example import SupervisedExample
 from renderers.rollout import ExtensionProperty, Rollout
 
 __all__ = [
@@ -81,6 +82,14 @@ class Renderer:
         self.table: TokenTable = token_table(tokenizer)
         self.options = self._with_options(self.Options(), options)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by class, options and tokenizer source (a model id), not by value, so
+        renderers travel cheaply to worker processes; a process that already holds the
+        tokenizer gets the renderer back from a per-process cache. A tokenizer that
+        :func:`~renderers.load_tokenizer` did not load is pickled with it."""
+        source = source_of(self.tokenizer)
+        return (_restore, (type(self), source or self.tokenizer, self.options))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(options={self.options!r})"
 
@@ -131,7 +140,10 @@ class Renderer:
         if mode is TrainOn.ALL:
             ids = writer.ids()
             return SupervisedExample(
-                np.asarray(ids, dtype=np.int64), np.ones(len(ids), dtype=np.float32)
+                np.asarray(ids, dtype=np.int64),
+                np.ones(len(ids), dtype=np.float32),
+                self.name,
+                self.table,
             )
         assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
         if not assistants:
@@ -141,7 +153,8 @@ class Renderer:
         trained = [False] * len(msgs)
         for i in assistants if mode is TrainOn.ALL_ASSISTANT else assistants[-1:]:
             trained[i] = True
-        return writer.ids_and_weights(trained)
+        tokens, weights = writer.ids_and_weights(trained)
+        return SupervisedExample(tokens, weights, self.name, self.table)
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt)."""
@@ -293,6 +306,21 @@ class Renderer:
             add_generation_prompt,
         )
         return writer
+
+
+_RESTORED: dict[tuple[type[Renderer], TokenizerSource, Any], Renderer] = {}
+
+
+def _restore(cls: type[Renderer], source: Any, options: Any) -> Renderer:
+    """A renderer from its pickled form (see :meth:`Renderer.__reduce__`)."""
+    values = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    if not isinstance(source, tuple):  # a tokenizer pickled by value
+        return cls(source, **values)
+    key = (cls, source, options)
+    renderer = _RESTORED.get(key)
+    if renderer is None:
+        renderer = _RESTORED.setdefault(key, cls(load_tokenizer(*source), **values))
+    return renderer
 
 
 def section_closing(

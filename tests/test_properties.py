@@ -1098,15 +1098,17 @@ MODELS = sorted({s.model_id for s in SPECS})
 
 @pytest.mark.parametrize("model_id", MODELS)
 def test_renderers_can_be_pickled_and_shared_between_threads(model_id: str) -> None:
-    """A renderer (with its token table) survives pickling (data-loader workers), and the
-    unpickled one, whose encoder and caches are built lazily, is used by 8 threads at
-    once: rendering, parsing and streaming with every option set of the model's specs
-    give what the original renderer gives."""
+    """A renderer survives pickling (data-loader workers) by name, options and tokenizer
+    source: small, and in a process that holds the tokenizer it gets the same token table
+    back; the unpickled one is used by 8 threads at once: rendering, parsing and streaming
+    with every option set of the model's specs give what the original renderer gives."""
     specs = [s for s in SPECS if s.model_id == model_id]
     r = specs[0].renderer()
-    clone = pickle.loads(pickle.dumps(r))
+    data = pickle.dumps(r)
+    assert len(data) < 64 * 1024
+    clone = pickle.loads(data)
     assert type(clone) is type(r) and clone.options == r.options
-    assert clone.table is not r.table and clone.table.control_tokens == r.table.control_tokens
+    assert clone.table is r.table
     conversation: list[Any] = [{"role": "user", "content": "Pickle me 🥒 <|im_end|>"}]
     work: list[tuple[dict[str, Any], Any, list[int], list[int], ParseResult]] = []
     for spec in specs:

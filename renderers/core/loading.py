@@ -14,12 +14,15 @@ from typing import Any
 
 from renderers.core.kimi_tokenizer import load_kimi_tokenizer
 
-__all__ = ["TokenizerUnavailableError", "load_tokenizer"]
+__all__ = ["TokenizerSource", "TokenizerUnavailableError", "load_tokenizer", "source_of"]
 
 # Model ids whose tokenizer must be built from tiktoken data (no remote code).
 _KIMI_MODEL_IDS = ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking")
 
-_LOADED: dict[tuple[str, str | None], Any] = {}
+TokenizerSource = tuple[str, str | None]
+"""Where a tokenizer comes from: ``(model id or local path, revision)``."""
+
+_LOADED: dict[TokenizerSource, Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -42,6 +45,16 @@ def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
         with _LOCK:
             tokenizer = _LOADED.setdefault(key, tokenizer)
     return tokenizer
+
+
+def source_of(tokenizer: Any) -> TokenizerSource | None:
+    """The ``(model id, revision)`` :func:`load_tokenizer` loaded ``tokenizer`` from in this
+    process, or ``None`` for a tokenizer it did not load (which cannot be reloaded by name)."""
+    with _LOCK:
+        for key, loaded in _LOADED.items():
+            if loaded is tokenizer:
+                return key
+    return None
 
 
 def _load(model_id: str, revision: str | None) -> Any:

@@ -19,10 +19,10 @@ import numpy as np
 
 from renderers.core.tokens import TokenTable
 
-__all__ = ["NO_MESSAGE", "SupervisedExample", "TokenWriter"]
+__all__ = ["NO_MESSAGE", "IdsAndWeights", "TokenWriter"]
 
 
-class SupervisedExample(NamedTuple):
+class IdsAndWeights(NamedTuple):
     """Token ids and per-token loss weights (both 1-D NumPy arrays of equal length)."""
 
     tokens: np.ndarray
@@ -114,7 +114,7 @@ class TokenWriter:
         tail._sampled = self._sampled[last + 1 :]
         return tail.ids()
 
-    def ids_and_weights(self, trained: Sequence[bool]) -> SupervisedExample:
+    def ids_and_weights(self, trained: Sequence[bool]) -> IdsAndWeights:
         """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
         (a message index of -1 means template text outside any message)."""
         items = self._items
@@ -159,7 +159,7 @@ class TokenWriter:
                 counts += [1] * len(segment)
                 weights += token_weights
             k = j
-        return SupervisedExample(
+        return IdsAndWeights(
             np.asarray(ids, dtype=np.int64),
             np.repeat(np.asarray(weights, dtype=np.float32), counts),
         )
