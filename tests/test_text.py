@@ -2,7 +2,7 @@
 
 Expected results are written by hand, or come from a small independent reference
 implementation of the documented rules (``reference_split``: regex search over the whole
-text, then the whitespace rule applied segment by segment), never from the code under
+text, then the whitespace rule applied gap by gap), never from the code under
 test. Streaming is checked against batch at every split point and at random multi-splits.
 """
 
@@ -117,22 +117,26 @@ def gap(runs: list[str], at_start: bool, at_end: bool) -> str:
 
 
 def reference_split(
-    text: str, pairs: list[tuple[str, str]], forced: bool = False
+    text: str, pairs: list[tuple[str, str]], forced: bool = False, implicit: tuple[str, ...] = ()
 ) -> tuple[list, list[int]]:
-    """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only)."""
+    """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only);
+    ``implicit`` markers also end a block and stay in the text."""
     low = text.lower()
     pairs = [(o.lower(), c.lower()) for o, c in pairs]
+    implicit = tuple(t.lower() for t in implicit)
     segments: list[tuple[str, str, bool]] = []  # ("text", s, _) / ("block", body, complete)
     strays: list[int] = []
     pos = 0
 
     def block(start: int, close: str) -> int:
-        end = low.find(close, start)
-        if end < 0:
+        ends = [(low.find(t, start), t != close, t) for t in (close, *implicit)]
+        ends = [e for e in ends if e[0] >= 0]
+        if not ends:
             segments.append(("block", text[start:], False))
             return len(text)
+        end, stays, tag = min(ends)
         segments.append(("block", text[start:end], True))
-        return end + len(close)
+        return end if stays else end + len(tag)
 
     if forced:
         if not text:
@@ -208,19 +212,27 @@ def reference_split(
     return parts, strays
 
 
+KIMI_K2_SECTION = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
+SERVER_NAMES = ["deepseek_r1", "qwen3", "qwen3_thinking", "kimi_k2"]
 PLAIN_REFERENCE = {
-    "think": ([("<think>", "</think>")], False),
-    "kimi": ([("◁think▷", "◁/think▷")], False),
-    "forced": ([("<think>", "</think>")], True),
-    ("<r>", "</r>"): ([("<r>", "</r>")], False),
+    "think": ([("<think>", "</think>")], False, ()),
+    "kimi": ([("◁think▷", "◁/think▷")], False, ()),
+    "forced": ([("<think>", "</think>")], True, ()),
+    ("<r>", "</r>"): ([("<r>", "</r>")], False, ()),
     # auto, on texts that never spell "<thinking"
-    "auto": ([("<think>", "</think>"), ("◁think▷", "◁/think▷")], False),
+    "auto": ([("<think>", "</think>"), ("◁think▷", "◁/think▷")], False, ()),
+    # the inference servers' names
+    "deepseek_r1": ([("<think>", "</think>")], True, ()),
+    "qwen3": ([("<think>", "</think>")], False, ()),
+    "qwen3_thinking": ([("<think>", "</think>")], True, ()),
+    "kimi_k2": ([("<think>", "</think>")], False, KIMI_K2_SECTION),
 }
 
 FRAGMENTS = [
     "<think>", "</think>", "<THINK>", "</Think>", "◁think▷", "◁/think▷", "◁THINK▷",
     "<r>", "</r>", "<R>", "<", "</", "<th", "<thi", "</thin", "think", ">", "◁", "▷", "/",
     " ", "  ", "\t", "\n", "\n\n", "\r\n", "\r", "a", "bc", "word ", "é", "日本", "x\n",
+    "<|tool_calls_section_begin|>", "<|TOOL_CALL_SECTION_BEGIN|>", "<|tool_calls_sec", "<|",
 ]  # fmt: skip
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join)
 
@@ -410,9 +422,9 @@ def test_text_without_tags_is_unchanged(text):
 @SETTINGS
 def test_batch_equals_reference_for_plain_styles(text, style):
     assume("<thinking" not in text.lower())
-    pairs, forced = PLAIN_REFERENCE[style]
+    pairs, forced, implicit = PLAIN_REFERENCE[style]
     parts, issues = batch(text, style)
-    expected, strays = reference_split(text, pairs, forced)
+    expected, strays = reference_split(text, pairs, forced, implicit)
     assert parts == expected
     assert [i.position for i in issues if "closing tag" in i.message] == strays
 
@@ -434,6 +446,10 @@ SAMPLES = [
     ("forced", "<thi"),
     ("kimi", "◁think▷\nr\n◁/think▷\n\nA◁thi"),
     (("<r>", "</r>"), "a<r>b</r> c <R>d"),
+    ("kimi_k2", "a <think>r <|tool_calls_sec</think> b <THINK>s\n<|TOOL_CALLS_SECTION_BEGIN|>x"),
+    ("kimi_k2", "<think>r<|tool_call_section_begin|> <think>s</think>\n\n<|tool_calls_sect"),
+    ("deepseek_r1", "  <think>r</think>\n\nA <think>b"),
+    ("qwen3", "r</think>a <think>b</think>\n"),
 ]
 
 
@@ -461,7 +477,9 @@ attribute_fragments = st.sampled_from(
 
 @given(
     st.one_of(texts, st.lists(attribute_fragments, max_size=25).map("".join), st.text()),
-    st.sampled_from(["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>")]),
+    st.sampled_from(
+        ["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>"), *SERVER_NAMES]
+    ),
     st.data(),
 )
 @SETTINGS

@@ -109,7 +109,8 @@ class AttributeTag:
                 if end > pos:
                     self._value_text(buf[pos:end])
                 if j < 0:
-                    return NEED_MORE, n
+                    pos = n
+                    break
                 pos = j + 1
                 self._end_attribute()
                 self._state = _BETWEEN
@@ -250,7 +251,8 @@ class AttributeTag:
         name = "".join(self._name)
         if self._state == _QUOTED:
             if self._to_text:
-                self._thought += [self._entities.flush(), None]
+                rest = self._entities.flush()
+                self._thought += [rest, None] if rest else [None]
             else:
                 self.attributes.append((name, decode_entities("".join(self._value))))
         elif self._is_text_attribute():

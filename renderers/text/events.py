@@ -47,8 +47,8 @@ class PartStream:
 
     def finish(
         self, incomplete: bool = False, attributes: tuple[tuple[str, str], ...] = ()
-    ) -> None:
-        """Finish the open part; a thinking part gets ``incomplete`` and ``attributes``."""
+    ) -> ReasoningPart:
+        """Finish the open part (a thinking part gets ``incomplete`` and ``attributes``)."""
         text = "".join(self._chunks)
         part: ReasoningPart
         if self.kind == THINKING:
@@ -59,6 +59,7 @@ class PartStream:
         self._events.append(PartFinished(self._index, part))
         self.kind = None
         self._chunks = []
+        return part
 
     def take_events(self) -> list[Event]:
         """The events recorded since the last call."""

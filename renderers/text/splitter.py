@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from renderers.core.messages import ThinkingPart
 from renderers.core.parsing import TEXT, THINKING, Event, ParseIssue
 from renderers.text.attribute_tag import BODY, CLOSED, CUT_OFF, NEED_MORE, AttributeTag
 from renderers.text.events import PartStream, ReasoningPart
 from renderers.text.styles import StyleSpec, resolve_style
 from renderers.text.tags import MATCH, MORE, NO, compile_styles
-from renderers.text.thought import confidence_problem
+from renderers.text.thought import attribute_problems
 from renderers.text.whitespace import ContentWhitespace, ReasoningTrim
 
 __all__ = ["ReasoningSplitter", "iter_split", "split_reasoning"]
@@ -230,16 +231,19 @@ class ReasoningSplitter:
 
     def _close_block(self, incomplete: bool) -> None:
         style = self._tags.styles[self._block]
-        attributes = tuple(self._tag.attributes) if self._tag is not None else ()
+        tag = self._tag
+        attributes = tuple(tag.attributes) if tag is not None else ()
         if incomplete and self._out.kind != THINKING:
             self._out.start(THINKING)
         if self._out.kind == THINKING:
-            self._out.finish(incomplete, attributes)
-            self._check_attributes(attributes)
-        elif attributes:
+            part = self._out.finish(incomplete, attributes)
+            if tag is not None and isinstance(part, ThinkingPart):
+                for problem in attribute_problems(part):
+                    self._issue(tag.start, f"{problem} (kept as text)")
+        elif tag is not None and attributes:
             listed = ", ".join(f"{k}={v!r}" for k, v in attributes)
             self._issue(
-                self._tag.start if self._tag is not None else self._total,
+                tag.start,
                 f"a {style.open}> block with no reasoning text (no part; attributes "
                 f"dropped: {listed})",
             )
@@ -251,12 +255,6 @@ class ReasoningSplitter:
         self._tag = None
         self._start_open = False
         self._mode = _CONTENT
-
-    def _check_attributes(self, attributes: tuple[tuple[str, str], ...]) -> None:
-        value = next((v for k, v in attributes if k.lower() == "confidence"), None)
-        problem = None if value is None else confidence_problem(value)
-        if problem is not None and self._tag is not None:
-            self._issue(self._tag.start, f"{problem} (kept as text)")
 
     # -- output --------------------------------------------------------------------------
 

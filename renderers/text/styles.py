@@ -21,14 +21,19 @@ around the tags, this module applies its own rule)::
                       ``qwen3-thinking``; recent vLLM ``qwen3`` with thinking enabled)
     "kimi_k2"         <think> blocks, also ended by Kimi-K2's tool-call section marker,
                       which stays in the content (SGLang ``kimi_k2``; vLLM ``kimi_k2``
-                      in addition starts inside reasoning unless thinking is disabled)
+                      at 01a70348 also starts inside reasoning unless thinking is off)
 
 ``gpt_oss`` (vLLM ``openai_gptoss``, SGLang ``gpt-oss``) is known but refused: gpt-oss
 writes Harmony channels, which the token-level parser of ``get_renderer("gpt_oss")``
-reads. Behaviours were read from vLLM v0.11.0 and main at 00a4c6a1
-(``vllm/reasoning/{basic_parsers,deepseek_r1_reasoning_parser,qwen3_reasoning_parser,
-kimi_k2_reasoning_parser}.py``) and SGLang main at 002e9bfc
-(``python/sglang/srt/parser/reasoning_parser.py``, ``DetectorMap``).
+reads. Where the servers disagree (``qwen3`` on text without tags, ``kimi_k2`` on text
+without ``<think>``) the names follow SGLang, whose parsers decide from the text alone;
+the models this library renders (Qwen3-8B, Kimi-K2-Thinking) write ``<think>``
+themselves. Read from: vLLM ``vllm/reasoning/`` — ``deepseek_r1_reasoning_parser.py``
+at 0172203d with ``basic_parsers.py`` at 00e9cc9f, ``qwen3_reasoning_parser.py`` as of v0.12.0 (both
+tags needed) and at 00a4c6a1 (Qwen3.5: text without ``</think>`` is reasoning unless
+``enable_thinking=False``), ``kimi_k2_reasoning_parser.py`` at 01a70348; SGLang
+``python/sglang/srt/parser/reasoning_parser.py`` (``DetectorMap``) at 002e9bfc and
+``test/srt/test_reasoning_parser.py`` at 08bdf3ef.
 """
 
 from __future__ import annotations

@@ -12,7 +12,13 @@ from typing import overload
 
 from renderers.core.messages import ThinkingPart
 
-__all__ = ["DEFAULT_CONFIDENCE", "confidence", "confidence_problem", "thought_type"]
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "attribute_problems",
+    "confidence",
+    "confidence_problem",
+    "thought_type",
+]
 
 DEFAULT_CONFIDENCE = 0.5
 """The confidence of a thought whose tag gives none."""
@@ -49,3 +55,10 @@ def thought_type(part: ThinkingPart) -> str | None:
     """The part's ``thought_type`` attribute (``"planning"``, ``"verification"``, ...),
     or ``None``."""
     return part.attribute("thought_type")
+
+
+def attribute_problems(part: ThinkingPart) -> list[str]:
+    """Why the part's known attributes do not read as their types (empty when they do)."""
+    value = part.attribute("confidence")
+    problem = None if value is None else confidence_problem(value)
+    return [] if problem is None else [problem]

@@ -135,8 +135,3 @@ class ReasoningTrim:
         """The current segment is complete: its trailing whitespace is dropped."""
         self._held = []
         self._segment_start = True
-
-    @property
-    def started(self) -> bool:
-        """Whether any reasoning text was emitted."""
-        return self._started
