@@ -138,14 +138,14 @@ THOUGHTFUL = "Intro. <think>Step one.\nStep two.</think>\n\nThe answer is 42.\n"
 
 def test_think_splits_content_and_thinking() -> None:
     proc = run("think", "--no-color", stdin=THOUGHTFUL)
-    assert proc.stdout == "Intro. \n\nThe answer is 42.\n"
+    assert proc.stdout == "Intro.\n\nThe answer is 42.\n"
     assert proc.stderr == "[thinking 1]\n  Step one.\n  Step two.\n"
 
 
 def test_think_json_and_thinking_file(tmp_path: Path) -> None:
     proc = run("think", "--json", stdin=THOUGHTFUL)
     assert json.loads(proc.stdout) == {
-        "content": "Intro. \n\nThe answer is 42.\n",
+        "content": "Intro.\n\nThe answer is 42.\n",
         "reasoning_content": "Step one.\nStep two.",
     }
     target = tmp_path / "thinking.txt"
@@ -167,7 +167,31 @@ def test_think_styles_and_custom_tags() -> None:
         "think", "--no-color", stdin='<thinking thought="hmm" thought_type="plan"/>Yes.'
     )
     assert attributed.stdout == "Yes."
-    assert "thought_type=plan" in attributed.stderr and "confidence=0.5" in attributed.stderr
+    assert "  (thought_type=plan)\n" in attributed.stderr  # attributes as written
+
+
+@pytest.mark.parametrize(
+    ("style", "text", "expected"),
+    [
+        ("deepseek_r1", "r</think>A", {"content": "A", "reasoning_content": "r"}),
+        ("deepseek-r1", "<think>r</think>A", {"content": "A", "reasoning_content": "r"}),
+        ("qwen3", "Plain.", {"content": "Plain.", "reasoning_content": None}),
+        ("qwen3-thinking", "r</think>A", {"content": "A", "reasoning_content": "r"}),
+        ("kimi_k2", "<think>r</think>A", {"content": "A", "reasoning_content": "r"}),
+    ],
+)
+def test_think_accepts_the_reasoning_parser_names_of_inference_servers(
+    style: str, text: str, expected: dict[str, str | None]
+) -> None:
+    proc = run("think", "--style", style, "--json", stdin=text)
+    assert json.loads(proc.stdout) == expected
+
+
+def test_think_explains_styles_that_text_cannot_split() -> None:
+    proc = run("think", "--style", "gpt-oss", stdin="x", check=False)
+    assert proc.returncode == 2
+    assert "usage: renderers think" in proc.stderr and "Harmony" in proc.stderr
+    assert "deepseek_r1" in run("think", "--help").stdout
 
 
 def test_think_streams_content_before_input_ends() -> None:

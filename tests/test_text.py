@@ -2,7 +2,7 @@
 
 Expected results are written by hand, or come from a small independent reference
 implementation of the documented rules (``reference_split``: regex search over the whole
-text, then the whitespace rule applied segment by segment), never from the code under
+text, then the whitespace rule applied gap by gap), never from the code under
 test. Streaming is checked against batch at every split point and at random multi-splits.
 """
 
@@ -26,12 +26,14 @@ from renderers.text import (
     THINKING_TAG,
     ReasoningSplitter,
     TagStyle,
+    confidence,
     decode_entities,
     iter_split,
     openai_fields,
     resolve_style,
     split_reasoning,
     split_reasoning_openai,
+    thought_type,
 )
 
 WS = " \t\r\n"
@@ -98,40 +100,43 @@ def check_events(events: list, parts: list) -> None:
 # -- an independent reference for plain (attribute-free) styles ---------------------------
 
 
-def junction(c: str, w: str, followed_by_text: bool) -> str:
-    """What remains of whitespace ``w`` right after a removed block (the documented rule)."""
-    if c == "":
+def gap(runs: list[str], at_start: bool, at_end: bool) -> str:
+    """What remains of the whitespace around removed blocks (the documented rule).
+
+    ``runs`` are the whitespace before the first block, between blocks and after the last;
+    ``at_start``/``at_end``: no content before / after the gap.
+    """
+    if at_start or at_end:
         return ""
-    if c[-1] not in WS:
-        return w
-    k = (len(c) - len(c.rstrip(WS))) and c[len(c.rstrip(WS)) :].count("\n")
-    breaks = [i for i, ch in enumerate(w) if ch == "\n"]
-    if len(breaks) > k:
-        j = breaks[k]
-        if j > 0 and w[j - 1] == "\r":
-            j -= 1
-        return w[j:]
-    tail = w[breaks[-1] + 1 :] if breaks else w
-    return tail if followed_by_text and c.endswith("\n") else ""
+    breaks = [r.count("\n") for r in runs]
+    if max(breaks) == 0:
+        return next((r for r in runs if r), "")
+    widest = runs[breaks.index(max(breaks))]
+    last = runs[-1]
+    return widest[: widest.rindex("\n") + 1] + last[last.rfind("\n") + 1 :]
 
 
 def reference_split(
-    text: str, pairs: list[tuple[str, str]], forced: bool = False
+    text: str, pairs: list[tuple[str, str]], forced: bool = False, implicit: tuple[str, ...] = ()
 ) -> tuple[list, list[int]]:
-    """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only)."""
+    """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only);
+    ``implicit`` markers also end a block and stay in the text."""
     low = text.lower()
     pairs = [(o.lower(), c.lower()) for o, c in pairs]
+    implicit = tuple(t.lower() for t in implicit)
     segments: list[tuple[str, str, bool]] = []  # ("text", s, _) / ("block", body, complete)
     strays: list[int] = []
     pos = 0
 
     def block(start: int, close: str) -> int:
-        end = low.find(close, start)
-        if end < 0:
+        ends = [(low.find(t, start), t != close, t) for t in (close, *implicit)]
+        ends = [e for e in ends if e[0] >= 0]
+        if not ends:
             segments.append(("block", text[start:], False))
             return len(text)
+        end, stays, tag = min(ends)
         segments.append(("block", text[start:end], True))
-        return end + len(close)
+        return end if stays else end + len(tag)
 
     if forced:
         if not text:
@@ -157,44 +162,77 @@ def reference_split(
         if k < 0:
             break
         pos = block(i + len(pairs[k][0]), pairs[k][1])
+    # content and blocks in order; whitespace next to blocks is collected into gaps
+    items: list = []  # str (content without whitespace at block sides) or ThinkingPart
+    runs: list[str] | None = None  # the open gap's whitespace runs
+    seen_content = False
+    pending = ""  # trailing whitespace of the content, not yet known to touch a block
+    for kind, s, complete in segments:
+        if kind == "block":
+            thinking = s.strip(WS)
+            if runs is None:
+                runs = [pending]
+            else:
+                runs.append("")
+            pending = ""
+            if thinking or not complete:
+                items.append(ThinkingPart(thinking, incomplete=not complete))
+            continue
+        core = s.strip(WS)
+        if not core:
+            if runs is None:
+                pending += s
+            else:
+                runs[-1] += s
+            continue
+        lead = s[: len(s) - len(s.lstrip(WS))]
+        if runs is not None:
+            runs[-1] += lead
+            items.append(gap(runs, not seen_content, False))
+            runs = None
+        else:
+            items.append(pending + lead)
+        pending = s[len(s.rstrip(WS)) :]
+        items.append(core)
+        seen_content = True
+    if runs is None:
+        items.append(pending)
     parts: list = []
     current: list[str] = []
-    c = ""
-    after_block = False
-    for kind, s, complete in segments:
-        if kind == "text":
-            if after_block:
-                rest = s.lstrip(WS)
-                s = junction(c, s[: len(s) - len(rest)], bool(rest)) + rest
-            c += s
-            current.append(s)
-            after_block = False
-        else:
-            thinking = s.strip(WS)
-            if thinking or not complete:
-                if "".join(current):
-                    parts.append(TextPart("".join(current)))
-                current = []
-                parts.append(ThinkingPart(thinking, incomplete=not complete))
-            after_block = True
+    for item in items:
+        if type(item) is str:
+            current.append(item)
+            continue
+        if "".join(current):
+            parts.append(TextPart("".join(current)))
+        current = []
+        parts.append(item)
     if "".join(current):
         parts.append(TextPart("".join(current)))
     return parts, strays
 
 
+KIMI_K2_SECTION = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
+SERVER_NAMES = ["deepseek_r1", "qwen3", "qwen3_thinking", "kimi_k2"]
 PLAIN_REFERENCE = {
-    "think": ([("<think>", "</think>")], False),
-    "kimi": ([("◁think▷", "◁/think▷")], False),
-    "forced": ([("<think>", "</think>")], True),
-    ("<r>", "</r>"): ([("<r>", "</r>")], False),
+    "think": ([("<think>", "</think>")], False, ()),
+    "kimi": ([("◁think▷", "◁/think▷")], False, ()),
+    "forced": ([("<think>", "</think>")], True, ()),
+    ("<r>", "</r>"): ([("<r>", "</r>")], False, ()),
     # auto, on texts that never spell "<thinking"
-    "auto": ([("<think>", "</think>"), ("◁think▷", "◁/think▷")], False),
+    "auto": ([("<think>", "</think>"), ("◁think▷", "◁/think▷")], False, ()),
+    # the inference servers' names
+    "deepseek_r1": ([("<think>", "</think>")], True, ()),
+    "qwen3": ([("<think>", "</think>")], False, ()),
+    "qwen3_thinking": ([("<think>", "</think>")], True, ()),
+    "kimi_k2": ([("<think>", "</think>")], False, KIMI_K2_SECTION),
 }
 
 FRAGMENTS = [
     "<think>", "</think>", "<THINK>", "</Think>", "◁think▷", "◁/think▷", "◁THINK▷",
     "<r>", "</r>", "<R>", "<", "</", "<th", "<thi", "</thin", "think", ">", "◁", "▷", "/",
     " ", "  ", "\t", "\n", "\n\n", "\r\n", "\r", "a", "bc", "word ", "é", "日本", "x\n",
+    "<|tool_calls_section_begin|>", "<|TOOL_CALL_SECTION_BEGIN|>", "<|tool_calls_sec", "<|",
 ]  # fmt: skip
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join)
 
@@ -212,8 +250,8 @@ GOLDEN = [
         [R("one\ntwo"), R("three"), T("Answer")],
     ),
     ("think", "<think>\n\n  multi\nline  \n\n</think>", [R("multi\nline")]),
-    ("think", "Hello <think>abc", [T("Hello "), R("abc", incomplete=True)]),
-    ("think", "Hello <think>", [T("Hello "), R("", incomplete=True)]),
+    ("think", "Hello <think>abc", [T("Hello"), R("abc", incomplete=True)]),
+    ("think", "Hello <think>", [T("Hello"), R("", incomplete=True)]),
     ("think", "Hello <think", [T("Hello <think")]),  # a cut-off tag is content
     ("think", "<think>a</thinking>b</think>c", [R("a</thinking>b"), T("c")]),
     ("think", "<think>a<think>b</think>c", [R("a<think>b"), T("c")]),  # no nesting
@@ -234,15 +272,15 @@ GOLDEN = [
     (
         "auto",
         "<think>a</think>B◁think▷c◁/think▷D<thinking thought='e'/>F",
-        [R("a"), T("B"), R("c"), T("D"), R("e", confidence="0.5"), T("F")],
+        [R("a"), T("B"), R("c"), T("D"), R("e"), T("F")],
     ),
     (("<reasoning>", "</reasoning>"), "<REASONING>r</Reasoning>A", [R("r"), T("A")]),
     (
         TagStyle("<reasoning>", "</reasoning>", case_sensitive=True),
         "<REASONING>r</REASONING> <reasoning>s</reasoning>A",
-        [T("<REASONING>r</REASONING> "), R("s"), T("A")],
+        [T("<REASONING>r</REASONING>"), R("s"), T(" A")],
     ),
-    ("auto", "a <thinking x=1 <think>r</think> b", [T("a <thinking x=1 "), R("r"), T("b")]),
+    ("auto", "a <thinking x=1 <think>r</think> b", [T("a <thinking x=1"), R("r"), T(" b")]),
     ([THINK, KIMI], "◁think▷a◁/think▷<think>b</think>C", [R("a"), R("b"), T("C")]),
     (
         TagStyle("<plan", "</plan>", attributes=True),
@@ -268,19 +306,19 @@ ATTRIBUTE_GOLDEN = [
     ),
     (
         '<thinking thought="Plan first" thought_type="planning" />\nThen act.',
-        [R("Plan first", thought_type="planning", confidence="0.5"), T("Then act.")],
+        [R("Plan first", thought_type="planning"), T("Then act.")],
     ),
     (  # entities, single quotes, quotes and tag characters inside values
         "<thinking thought='it&#39;s &quot;a &lt;b&gt; &amp; c&quot; &#x1F600; &hellip;'/>",
-        [R('it\'s "a <b> & c" 😀 …', confidence="0.5")],
+        [R('it\'s "a <b> & c" 😀 …')],
     ),
     (
         '<thinking thought="x > y /> z\nnext line" note="a=b"/>',
-        [R("x > y /> z\nnext line", note="a=b", confidence="0.5")],
+        [R("x > y /> z\nnext line", note="a=b")],
     ),
     (  # references without ';', unknown names and non-characters are kept verbatim
         '<thinking thought="&amp &bogus; &#0; & x;"/>',
-        [R("&amp &bogus; &#0; & x;", confidence="0.5")],
+        [R("&amp &bogus; &#0; & x;")],
     ),
     (  # unquoted and bare attributes, unknown ones kept in order, names as written
         "<THINKING Confidence=0.9 z=1 data-id=x.y hidden THOUGHT=short>body</Thinking>",
@@ -288,20 +326,20 @@ ATTRIBUTE_GOLDEN = [
     ),
     (
         '<thinking z="1" thought="t" a="2" thought="again"/>',
-        [R("t", z="1", a="2", thought="again", confidence="0.5")],
+        [R("t", z="1", a="2", thought="again")],
     ),
-    ("<thinking>body</thinking>x", [R("body", confidence="0.5"), T("x")]),
-    ("<thinking></thinking>x", [R("", confidence="0.5"), T("x")]),
-    ("<thinking/>x", [R("", confidence="0.5"), T("x")]),
+    ("<thinking>body</thinking>x", [R("body"), T("x")]),
+    ("<thinking></thinking>x", [T("x")]),
+    ("<thinking/>x", [T("x")]),
     (
         '<thinking thought="  padded  ">\n  body \n</thinking>',
-        [R("padded\n\nbody", confidence="0.5")],
+        [R("padded\n\nbody")],
     ),
     (  # cut off inside a committed tag: what was read, unterminated
         '<thinking thought_type="plan" thought="half',
-        [R("half", incomplete=True, thought_type="plan", confidence="0.5")],
+        [R("half", incomplete=True, thought_type="plan")],
     ),
-    ('A <thinking thought="t">body', [T("A "), R("t\n\nbody", incomplete=True, confidence="0.5")]),
+    ('A <thinking thought="t">body', [T("A"), R("t\n\nbody", incomplete=True)]),
     # prose and non-tags stay content
     ("I'm <thinking about it, really.", [T("I'm <thinking about it, really.")]),
     ("I'm <thinking about", [T("I'm <thinking about")]),
@@ -310,7 +348,7 @@ ATTRIBUTE_GOLDEN = [
     ("a <thinking / b>", [T("a <thinking / b>")]),
     (
         'Intro\n\n<thinking thought="t"/>\n\nAnswer',
-        [T("Intro\n\n"), R("t", confidence="0.5"), T("Answer")],
+        [T("Intro"), R("t"), T("\n\nAnswer")],
     ),
 ]
 
@@ -326,7 +364,7 @@ def test_malformed_attributes_after_commit_are_skipped_and_reported():
     splitter = ReasoningSplitter("thinking")
     splitter.feed(text)
     splitter.finish()
-    assert splitter.parts == (R("a\n\nbody", x="1", confidence="0.5"),)
+    assert splitter.parts == (R("a\n\nbody", x="1"),)
     assert [i.position for i in splitter.issues] == [text.index(",")]
     assert "malformed" in splitter.issues[0].message
 
@@ -346,13 +384,13 @@ JUNCTIONS = [
     ("Para1.\n<think>x</think>\nPara2.", "Para1.\nPara2."),
     ("Para1.<think>x</think>\n\nPara2.", "Para1.\n\nPara2."),
     ("Para1.\n\n<think>x</think>\n\n\n\nPara2.", "Para1.\n\n\n\nPara2."),
-    ("Answer.\n\n<think>x</think>", "Answer.\n\n"),
-    ("Answer.\n\n<think>x</think>\n", "Answer.\n\n"),
-    ("Answer. <think>x</think> ", "Answer. "),
+    ("Answer.\n\n<think>x</think>", "Answer."),
+    ("Answer.\n\n<think>x</think>\n", "Answer."),
+    ("Answer. <think>x</think> ", "Answer."),
     ("A\n\n<think>x</think>\n    code", "A\n\n    code"),
     ("A\n<think>x</think>\n\n    code", "A\n\n    code"),
     ("Line1\n<think>x</think>  - item", "Line1\n  - item"),
-    ("A <think>x</think>\nB", "A \nB"),
+    ("A <think>x</think>\nB", "A\nB"),
     ("A\r\n\r\n<think>x</think>\r\n\r\nB", "A\r\n\r\nB"),
     ("A\r\n<think>x</think>\r\n\r\nB", "A\r\n\r\nB"),
     ("<think>a</think>\n\n<think>b</think>\n\nAnswer", "Answer"),
@@ -360,7 +398,7 @@ JUNCTIONS = [
     ("A <think>a</think> <think>b</think> B", "A B"),
     ("A\n<think>a</think>\n  <think>b</think>\nB", "A\nB"),
     ("A<think>a</think>\n<think>b</think>\nB", "A\nB"),
-    ("  <think>x</think>\n\nAnswer", "  \n\nAnswer"),
+    ("  <think>x</think>\n\nAnswer", "Answer"),
     ("  \n", "  \n"),
 ]
 
@@ -384,9 +422,9 @@ def test_text_without_tags_is_unchanged(text):
 @SETTINGS
 def test_batch_equals_reference_for_plain_styles(text, style):
     assume("<thinking" not in text.lower())
-    pairs, forced = PLAIN_REFERENCE[style]
+    pairs, forced, implicit = PLAIN_REFERENCE[style]
     parts, issues = batch(text, style)
-    expected, strays = reference_split(text, pairs, forced)
+    expected, strays = reference_split(text, pairs, forced, implicit)
     assert parts == expected
     assert [i.position for i in issues if "closing tag" in i.message] == strays
 
@@ -408,6 +446,10 @@ SAMPLES = [
     ("forced", "<thi"),
     ("kimi", "◁think▷\nr\n◁/think▷\n\nA◁thi"),
     (("<r>", "</r>"), "a<r>b</r> c <R>d"),
+    ("kimi_k2", "a <think>r <|tool_calls_sec</think> b <THINK>s\n<|TOOL_CALLS_SECTION_BEGIN|>x"),
+    ("kimi_k2", "<think>r<|tool_call_section_begin|> <think>s</think>\n\n<|tool_calls_sect"),
+    ("deepseek_r1", "  <think>r</think>\n\nA <think>b"),
+    ("qwen3", "r</think>a <think>b</think>\n"),
 ]
 
 
@@ -435,7 +477,9 @@ attribute_fragments = st.sampled_from(
 
 @given(
     st.one_of(texts, st.lists(attribute_fragments, max_size=25).map("".join), st.text()),
-    st.sampled_from(["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>")]),
+    st.sampled_from(
+        ["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>"), *SERVER_NAMES]
+    ),
     st.data(),
 )
 @SETTINGS
@@ -463,7 +507,7 @@ def test_content_is_emitted_unless_it_may_start_a_tag(text):
         emitted += "".join(e.text for e in splitter.feed(ch) if type(e) is TextDelta)
         prefix = low[: i + 1]
         held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
-        assert emitted == text[: i + 1 - held]
+        assert emitted == text[: i + 1 - held].rstrip(WS)  # whitespace waits for a block
         assert splitter.held == held
 
 
@@ -472,19 +516,20 @@ def test_thought_attribute_streams_before_the_tag_closes():
     events = []
     for ch in 'Intro <thinking thought="long &amp; careful':
         events += splitter.feed(ch)
-    deltas = [e.text for e in events if type(e) is TextDelta]
-    assert "".join(deltas) == "Intro long & careful"
+    deltas = [(e.index, e.text) for e in events if type(e) is TextDelta]
+    assert "".join(t for i, t in deltas if i == 0) == "Intro"
+    assert "".join(t for i, t in deltas if i == 1) == "long & careful"
     assert [e.kind for e in events if type(e) is PartStarted] == ["text", "thinking"]
     events = splitter.feed(' thought"/>') + splitter.finish()
-    assert splitter.parts == (T("Intro "), R("long & careful thought", confidence="0.5"))
+    assert splitter.parts == (T("Intro"), R("long & careful thought"))
 
 
 def test_undecided_thinking_tag_is_held_then_released_as_content():
     splitter = ReasoningSplitter("auto")
-    assert splitter.feed("so <thinking about") == [PartStarted(0, "text"), TextDelta(0, "so ")]
+    assert splitter.feed("so <thinking about") == [PartStarted(0, "text"), TextDelta(0, "so")]
     assert splitter.held == len("<thinking about")
     events = splitter.feed(" it,")
-    assert "".join(e.text for e in events if type(e) is TextDelta) == "<thinking about it,"
+    assert "".join(e.text for e in events if type(e) is TextDelta) == " <thinking about it,"
     assert splitter.held == 0
 
 
@@ -493,13 +538,13 @@ def test_undecided_thinking_tag_is_held_then_released_as_content():
 
 def test_openai_fields():
     parts = split_reasoning("<think>a</think>\n\nAnswer <think>b</think>")
-    assert openai_fields(parts) == {"content": "Answer ", "reasoning_content": "a\n\nb"}
+    assert openai_fields(parts) == {"content": "Answer", "reasoning_content": "a\n\nb"}
     assert split_reasoning_openai("plain") == {"content": "plain", "reasoning_content": None}
     assert split_reasoning_openai("r</think>A", "forced") == {
         "content": "A",
         "reasoning_content": "r",
     }
-    assert split_reasoning_openai("<thinking/>A") == {"content": "A", "reasoning_content": ""}
+    assert split_reasoning_openai("<thinking/>A") == {"content": "A", "reasoning_content": None}
 
 
 def test_iter_split_events_end_with_finish():
@@ -606,16 +651,18 @@ def test_generated_thinking_elements(attrs, thought, body, before, after, data):
     text = before + element + after
     texts_ = [s.strip(WS) for s in (thought or "", body or "")]
     expected_attrs = tuple((n, v) for n, v, _ in attrs)
-    if not any(n.lower() == "confidence" for n, _, _ in attrs):
-        expected_attrs += (("confidence", "0.5"),)
-    expected = [
-        *([T(before)] if before else []),
-        ThinkingPart("\n\n".join(t for t in texts_ if t), attributes=expected_attrs),
-    ]
-    rest = after.lstrip(WS)
-    tail = junction(before, after[: len(after) - len(rest)], bool(rest)) + rest
-    if tail:
-        expected.append(T(tail))
+    reasoning = "\n\n".join(t for t in texts_ if t)
+    lead, rest = before.rstrip(WS), after.lstrip(WS)
+    separator = gap([before[len(lead) :], after[: len(after) - len(rest)]], not lead, not rest)
+    if reasoning:
+        expected = [
+            *([T(lead)] if lead else []),
+            ThinkingPart(reasoning, attributes=expected_attrs),
+        ]
+        if rest:
+            expected.append(T(separator + rest))
+    else:
+        expected = [T(lead + separator + rest)] if lead or rest else []
     assert split_reasoning(text, "thinking") == expected
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=6))
     assert stream(text, "auto", cuts)[0] == expected
@@ -678,4 +725,155 @@ def test_long_blocks_and_values_are_not_buffered():
         splitter.feed(ch)
         assert splitter.held <= len("<thinking thought=")
     splitter.finish()
-    assert splitter.parts == (R("r" * 20_000), R("t" * 20_000, confidence="0.5"))
+    assert splitter.parts == (R("r" * 20_000), R("t" * 20_000))
+
+
+# -- whitespace a removed block leaves at the edges of the content ------------------------
+
+EDGES = [
+    # (style, text, parts): whitespace between a removed block and the start or the end of
+    # the text is removed with the block; text without a block keeps its whitespace
+    ("think", "Text <think>x</think>", [T("Text"), R("x")]),
+    ("think", "Text\n\n<think>x</think>\n", [T("Text"), R("x")]),
+    ("think", "Text <think>x", [T("Text"), R("x", incomplete=True)]),
+    ("think", "A <think></think>", [T("A")]),
+    ("think", "Answer. <think>a</think> <think>b</think> ", [T("Answer."), R("a"), R("b")]),
+    ("think", "  <think>x</think>\n\nAnswer", [R("x"), T("Answer")]),
+    ("think", "\n <think></think> \n", []),
+    ("think", "  plain  \n", [T("  plain  \n")]),
+    ("forced", "r</think>\n\nAnswer.\n\n<think>s</think>\n", [R("r"), T("Answer."), R("s")]),
+    ("kimi", "Done. ◁think▷k◁/think▷", [T("Done."), R("k")]),
+    ("auto", "\n<thinking thought='t'/>  \n", [R("t")]),
+    # between content, the separator is the whitespace run with the most line breaks
+    ("think", "Intro. <think>r</think>\n\nThe answer", [T("Intro."), R("r"), T("\n\nThe answer")]),
+    ("think", "A <think>x</think>\nB", [T("A"), R("x"), T("\nB")]),
+]
+
+
+@pytest.mark.parametrize(("style", "text", "expected"), EDGES)
+def test_removed_blocks_leave_no_whitespace_at_the_edges_of_the_content(style, text, expected):
+    assert split_reasoning(text, style) == expected
+    for cut in range(len(text) + 1):
+        assert stream(text, style, [cut])[0] == expected, cut
+
+
+# -- <thinking> attributes: the text as written, typed access on request ------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<thinking></thinking>x",
+        "<thinking> \n\t </thinking>x",
+        "<thinking/>x",
+        '<thinking thought=" "/>x',
+        '<thinking thought="" >\n</thinking>\n\nx',
+    ],
+)
+def test_empty_thinking_element_yields_no_thought(text):
+    assert split_reasoning(text) == [T("x")]
+    assert split_reasoning_openai(text) == {"content": "x", "reasoning_content": None}
+
+
+def test_empty_thinking_element_with_attributes_is_reported():
+    splitter = ReasoningSplitter("thinking")
+    splitter.feed('A <thinking confidence="0.9" thought_type="plan"/> B')
+    splitter.finish()
+    assert splitter.parts == (T("A B"),)
+    assert len(splitter.issues) == 1
+    assert "no reasoning text" in splitter.issues[0].message
+    assert "confidence" in splitter.issues[0].message
+
+
+def test_attributes_are_kept_as_written_without_invented_defaults():
+    assert split_reasoning('<thinking thought="t" thought_type="plan"/>') == [
+        R("t", thought_type="plan")
+    ]
+    assert split_reasoning("<thinking>body</thinking>") == [R("body")]
+
+
+def test_known_attributes_have_typed_access():
+    (part,) = split_reasoning('<thinking thought="t" Confidence="0.7" thought_type="plan"/>')
+    assert part.attribute("confidence") == "0.7"
+    assert part.attribute("CONFIDENCE") == "0.7"
+    assert part.attribute("missing") is None
+    assert confidence(part) == 0.7
+    assert thought_type(part) == "plan"
+    (bare,) = split_reasoning('<thinking thought="t"/>')
+    assert confidence(bare) == 0.5
+    assert confidence(bare, default=None) is None
+    assert thought_type(bare) is None
+    assert ThinkingPart("r").attribute("confidence") is None
+
+
+@pytest.mark.parametrize("value", ["high", "1.5", "-0.1", "nan", ""])
+def test_a_confidence_that_is_not_a_probability_is_reported_and_kept(value):
+    splitter = ReasoningSplitter("thinking")
+    splitter.feed(f'<thinking thought="t" confidence="{value}"/>')
+    splitter.finish()
+    (part,) = splitter.parts
+    assert part.attribute("confidence") == value
+    assert len(splitter.issues) == 1 and "confidence" in splitter.issues[0].message
+    with pytest.raises(ValueError, match=r"confidence: expected a number from 0 to 1"):
+        confidence(part)
+
+
+# -- the reasoning-parser names of vLLM and SGLang ----------------------------------------
+
+SERVER_STYLES = [
+    # (style, text, parts): cases from the servers' parser tests, whitespace as they give it
+    ("deepseek_r1", "I think this is the answer</think>The final answer is 42.",
+     [R("I think this is the answer"), T("The final answer is 42.")]),
+    ("deepseek_r1", "<think>I need to think about this.</think>The answer is 42.",
+     [R("I need to think about this."), T("The answer is 42.")]),
+    ("deepseek-r1", "I need to think about this. The answer is 42.",
+     [R("I need to think about this. The answer is 42.", incomplete=True)]),
+    ("qwen3", "<think>Let me think about this problem</think>The answer is 42.",
+     [R("Let me think about this problem"), T("The answer is 42.")]),
+    ("qwen3", "Direct answer without thinking.", [T("Direct answer without thinking.")]),
+    ("qwen3", "<think>This is a reasoning section", [R("This is a reasoning section", True)]),
+    ("qwen3_thinking", "I need to think about this step by step.</think>The answer is 42.",
+     [R("I need to think about this step by step."), T("The answer is 42.")]),
+    ("qwen3-thinking", "<think>I need to think about this.</think>The answer is 42.",
+     [R("I need to think about this."), T("The answer is 42.")]),
+    ("kimi", "◁think▷Let me consider this carefully◁/think▷The answer is 42.",
+     [R("Let me consider this carefully"), T("The answer is 42.")]),
+    ("kimi", "Direct answer without thinking tokens.",
+     [T("Direct answer without thinking tokens.")]),
+    ("kimi_k2", "<think>plan</think>Answer", [R("plan"), T("Answer")]),
+    ("kimi_k2", "Plain answer.", [T("Plain answer.")]),
+    ("kimi_k2", "<think>I will call f.<|tool_calls_section_begin|><|tool_call_begin|>",
+     [R("I will call f."), T("<|tool_calls_section_begin|><|tool_call_begin|>")]),
+    ("KIMI-K2", "<think>r\n<|tool_calls_section_begin|>x",
+     [R("r"), T("<|tool_calls_section_begin|>x")]),
+    ("think", "<think>r</think>A", [R("r"), T("A")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("style", "text", "expected"), SERVER_STYLES)
+def test_reasoning_parser_names_of_inference_servers_are_styles(style, text, expected):
+    assert split_reasoning(text, style) == expected
+    got, _, events = stream(text, style, list(range(len(text))))
+    assert got == expected
+    check_events(events, expected)
+
+
+def test_qwen3_text_that_starts_inside_reasoning_points_to_qwen3_thinking():
+    splitter = ReasoningSplitter("qwen3")
+    splitter.feed("reasoning</think>Answer")
+    splitter.finish()
+    assert splitter.parts == (T("reasoning</think>Answer"),)
+    assert "qwen3_thinking" in splitter.issues[0].message
+
+
+def test_server_names_resolve_to_the_styles_they_mean():
+    assert resolve_style("deepseek_r1") == resolve_style("DeepSeek-R1") == STYLES["forced"]
+    assert resolve_style("qwen3") == STYLES["think"]
+    assert resolve_style("qwen3-thinking") == STYLES["forced"]
+    assert resolve_style("kimi") == STYLES["kimi"]
+
+
+@pytest.mark.parametrize("name", ["gpt_oss", "gpt-oss", "openai_gptoss"])
+def test_gpt_oss_names_explain_that_harmony_needs_the_token_parser(name):
+    with pytest.raises(ValueError, match=r"Harmony.*get_renderer\('gpt_oss'\)"):
+        resolve_style(name)

@@ -34,9 +34,11 @@ def add_parser(sub: Any) -> None:
     think.add_argument(
         "--style",
         default="auto",
-        choices=sorted(STYLES),
-        help="tag style (default: auto = <think>, <thinking> and ◁think▷ blocks; use forced "
-        "when the text starts inside reasoning and only </think> appears)",
+        metavar="NAME",
+        help="tag style: one of " + ", ".join(STYLES) + " (default: auto = <think>, "
+        "<thinking> and ◁think▷ blocks; forced or deepseek_r1 when the text starts inside "
+        "reasoning and only </think> appears; the other names are the reasoning parsers of "
+        "vLLM and SGLang)",
     )
     think.add_argument(
         "--tags",

@@ -52,6 +52,13 @@ class ThinkingPart:
     incomplete: bool = False
     attributes: tuple[tuple[str, str], ...] = ()
 
+    def attribute(self, name: str) -> str | None:
+        """The text of attribute ``name`` (matched case-insensitively; the first one wins,
+        as in HTML), or ``None`` when there is none. Typed access to the known
+        ``<thinking>`` attributes: :func:`renderers.text.confidence`."""
+        key = name.lower()
+        return next((value for k, value in self.attributes if k.lower() == key), None)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallPart:
