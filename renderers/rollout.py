@@ -17,7 +17,6 @@ options and tokenizer source; ids, weights and logprobs as packed arrays).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -186,7 +185,7 @@ class Rollout:
         self.messages: list[Message] = messages
         self.results: list[ParseResult] = []
         self._ids: list[int] = list(prompt_ids)
-        self._sampled: list[bool] = [False] * len(self._ids)
+        self._weights: list[bool] = [False] * len(self._ids)  # the id sampled there
         self._logprobs: list[float] = [math.nan] * len(self._ids)
         self._turns: list[Turn] = [Turn(TurnKind.PROMPT, 0, len(self._ids))]
         self._ended: list[bool] = []  # per completion: it ended its turn (not cut off)
@@ -302,7 +301,7 @@ class Rollout:
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
         start = len(self._ids)
         self._ids += ids[:kept]
-        self._sampled += [True] * kept
+        self._weights += [True] * kept
         self._logprobs += given[:kept] if given is not None else [math.nan] * kept
         self._turns.append(Turn(TurnKind.COMPLETION, start, start + kept))
         self._ended.append(result.stop_token_id is not None or finish_reason == "stop")
@@ -357,12 +356,12 @@ class Rollout:
         for k in range(replaced):
             pos = completion.end - replaced + k
             self._ids[pos] = closing[k]
-            self._sampled[pos] = False
+            self._weights[pos] = False
         suffix = self.renderer._continuation(self.messages, new, self.tools, self.options)
         added = [*closing[replaced:], *suffix]
         start = len(self._ids)
         self._ids += added
-        self._sampled += [False] * len(added)
+        self._weights += [False] * len(added)
         self._logprobs += [math.nan] * len(added)
         self._turns.append(Turn(TurnKind.MESSAGES, start, start + len(added)))
         self.messages += new
@@ -388,7 +387,7 @@ class Rollout:
     def weights(self) -> np.ndarray:
         """Loss weights: 1 where the token is the one the model sampled there, 0 on prompt,
         tool-result and template ids (and where the format replaced a sampled token)."""
-        return np.asarray(self._sampled, dtype=np.float32)
+        return np.asarray(self._weights, dtype=np.float32)
 
     @property
     def logprobs(self) -> np.ndarray:
@@ -469,7 +468,7 @@ class Rollout:
             },
             "messages": [m.to_dict() for m in self.messages],
             "tokens": list(self._ids),
-            "weights": [int(s) for s in self._sampled],
+            "weights": [int(s) for s in self._weights],
             "logprobs": (
                 [None if math.isnan(x) else x for x in self._logprobs]
                 if self._with_logprobs
@@ -531,7 +530,7 @@ class Rollout:
             limits["max_length"], limits["max_response_length"], limits["max_turns"]
         )
         rollout._ids = tokens
-        rollout._sampled = weights
+        rollout._weights = weights
         rollout._logprobs = (
             [math.nan] * len(tokens)
             if logprobs is None
@@ -561,14 +560,14 @@ class Rollout:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(vars(self))
         state["_ids"] = np.asarray(self._ids, dtype=np.int32)
-        state["_sampled"] = np.asarray(self._sampled, dtype=np.bool_)
+        state["_weights"] = np.asarray(self._weights, dtype=np.bool_)
         state["_logprobs"] = np.asarray(self._logprobs, dtype=np.float32)
         state["_turns"] = [(t.kind.value, t.start, t.end) for t in self._turns]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state["_ids"] = state["_ids"].tolist()
-        state["_sampled"] = state["_sampled"].tolist()
+        state["_weights"] = state["_weights"].tolist()
         state["_logprobs"] = state["_logprobs"].tolist()
         state["_turns"] = [Turn(TurnKind(k), s, e) for k, s, e in state["_turns"]]
         vars(self).update(state)
@@ -580,6 +579,4 @@ def _plain(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: _plain(v) for k, v in dataclasses.asdict(value).items()}
     return value
