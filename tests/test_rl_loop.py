@@ -308,8 +308,11 @@ def test_the_readme_rl_snippets_run_as_written(capsys: pytest.CaptureFixture[str
     assert sorted(printed) == sorted(shown)
 
 
-def test_trl_grpo_trainer_trains_on_exported_rollouts(tmp_path: Path) -> None:
+def test_trl_grpo_trainer_trains_on_exported_rollouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TRL's GRPOTrainer takes the export from its ``rollout_func`` and trains a step."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
