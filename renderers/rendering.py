@@ -109,6 +109,15 @@ class Renderer:
         """The ids a sampler should stop on."""
         raise NotImplementedError
 
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """The stop tokens as text, for servers that take ``stop`` strings rather than
+        ids (in the order of :attr:`stop_token_ids`). Such a server must return control
+        tokens as text (vLLM: ``skip_special_tokens=False``), and it usually leaves the
+        matched stop string out of its output: pass ``finish_reason="stop"`` to
+        :meth:`Rollout.add_completion` then."""
+        return tuple(self.table.decode([t]) for t in self.stop_token_ids)
+
     def build_generation_prompt(
         self,
         messages: Iterable[Message | Mapping[str, Any]],
@@ -180,10 +189,26 @@ class Renderer:
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_length: int | None = None,
+        max_response_length: int | None = None,
+        max_turns: int | None = None,
         **options: Any,
     ) -> Rollout:
-        """Start a multi-turn episode that keeps the exact sampled ids (see :class:`Rollout`)."""
-        return Rollout(self, messages, tools, **options)
+        """Start a multi-turn episode that keeps the exact sampled ids, their logprobs and
+        the span of every turn (see :class:`Rollout`). ``max_length`` bounds the whole
+        episode, ``max_response_length`` the tokens after the initial prompt and
+        ``max_turns`` the number of completions (see :meth:`Rollout.max_tokens` and
+        :attr:`Rollout.done`)."""
+        return Rollout(
+            self,
+            messages,
+            tools,
+            max_length=max_length,
+            max_response_length=max_response_length,
+            max_turns=max_turns,
+            **options,
+        )
 
     def next_turn_prompt(
         self,

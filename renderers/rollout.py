@@ -1,4 +1,4 @@
-"""Multi-turn rollouts without retokenization drift.
+"""Multi-turn rollouts without retokenization drift, with what an RL trainer needs.
 
 In multi-turn RL the next prompt must hold the tokens the model actually sampled, not a
 re-rendering of its parsed message: re-rendering drifts (BPE merges differ, reasoning is
@@ -6,21 +6,41 @@ stripped from history, JSON is re-serialized, Harmony moves ``to=``). A :class:`
 keeps the exact ids of an episode: each prompt, each sampled completion byte for byte,
 the tokens that close a turn which stopped without its stop token, and the new messages
 (tool results, user turns) rendered as the template renders them after that turn.
+
+Aligned with those ids it keeps the sampler's per-token logprobs, the loss weights, and
+the span of every turn (:class:`Turn`); it says when the episode is over and why
+(:class:`DoneReason`) and how many tokens the next turn may sample. Training stacks take
+it in their own shapes through :mod:`renderers.rl_exports`; :meth:`Rollout.to_dict` is
+its plain (JSON) form, and a pickled rollout is small (the renderer pickles by name,
+options and tokenizer source; ids, weights and logprobs as packed arrays).
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
 
-from renderers.core.messages import Message, coerce_messages
-from renderers.core.parsing import ParseResult
+from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
+from renderers.core.parsing import ParseIssue, ParseResult, Termination
 from renderers.core.tokens import TokenTable
 
-__all__ = ["ExtensionProperty", "Rollout", "TurnRenderer"]
+__all__ = [
+    "DoneReason",
+    "ExtensionProperty",
+    "Rollout",
+    "Turn",
+    "TurnKind",
+    "TurnRenderer",
+]
+
+DICT_VERSION = 1
+"""Version of the plain form written by :meth:`Rollout.to_dict`."""
 
 
 class TurnRenderer(Protocol):
@@ -28,6 +48,11 @@ class TurnRenderer(Protocol):
     format's hooks for rendering a conversation and continuing it after a sampled turn."""
 
     table: TokenTable
+
+    @property
+    def name(self) -> str: ...
+
+    def changed_options(self) -> dict[str, Any]: ...
 
     def build_generation_prompt(
         self,
@@ -70,16 +95,64 @@ class ExtensionProperty:
     explanation: str
 
 
+class TurnKind(StrEnum):
+    """What a span of a rollout's tokens is."""
+
+    PROMPT = "prompt"
+    """The initial prompt (rendered from the first messages, or given to ``resume``)."""
+    COMPLETION = "completion"
+    """One sampled completion as kept (the ids after its stop token are not kept)."""
+    MESSAGES = "messages"
+    """What follows a completion and is not sampled: the ids that close the turn where
+    the sample did not (a dropped stop token, the closers of a cut-off block), the new
+    messages (tool results, user turns) and the next generation prompt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A ``[start, end)`` span of :attr:`Rollout.tokens` and what it holds."""
+
+    kind: TurnKind
+    start: int
+    end: int
+
+
+class DoneReason(StrEnum):
+    """Why an episode is over (:attr:`Rollout.done_reason`)."""
+
+    NO_TOOL_CALL = "no_tool_call"
+    """The last completion ended its turn (at a stop token, or the sampler reported a
+    stop) without calling a tool: the model's answer, nothing for the environment to run.
+    A call that could not be parsed counts as a call (the environment should answer it)."""
+    END_OF_SEQUENCE = "end_of_sequence"
+    """The last completion ended at the tokenizer's end-of-sequence token, which ends the
+    sequence rather than the turn (``Termination.EOS``), whatever the turn holds."""
+    LENGTH = "length"
+    """Out of budget: the last completion was cut off (no stop token and no stop reported
+    by the sampler), or the episode has no room left for another token (``max_length`` /
+    ``max_response_length``)."""
+    MAX_TURNS = "max_turns"
+    """``max_turns`` completions were sampled."""
+
+
+_FINISH_REASONS = ("stop", "length")
+_CALL_PARTS = (ToolCallPart, UnparsedToolCallPart)
+
+
 class Rollout:
     """One multi-turn episode as the exact token ids the model saw and sampled.
 
-    >>> rollout = renderer.rollout(messages, tools=tools)
-    >>> completion = sample(rollout.prompt_ids)
-    >>> result = rollout.add_completion(completion)        # parsed message
-    >>> prompt = rollout.add_messages(tool_results)          # the next prompt
-    >>> rollout.tokens, rollout.weights                      # loss mask: 1 on sampled ids
+    >>> rollout = renderer.rollout(messages, tools=tools, max_length=8192)
+    >>> ids, logprobs = sample(rollout.prompt_ids, max_tokens=rollout.max_tokens(1024))
+    >>> result = rollout.add_completion(ids, logprobs)     # parsed message
+    >>> if not rollout.done:
+    ...     rollout.add_messages(tool_results)               # the next prompt
+    >>> rollout.tokens, rollout.weights, rollout.logprobs    # aligned, one per token
 
-    Tokens after a completion's stop token are not part of the turn and are not kept.
+    Tokens after a completion's stop token are not part of the turn and are not kept
+    (nor their logprobs). ``max_length`` bounds the whole episode (prompt included, the
+    model's context), ``max_response_length`` the tokens after the initial prompt (as
+    verl's ``response_length``), ``max_turns`` the number of completions.
     """
 
     def __init__(
@@ -87,11 +160,16 @@ class Rollout:
         renderer: TurnRenderer,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_length: int | None = None,
+        max_response_length: int | None = None,
+        max_turns: int | None = None,
         **options: Any,
     ) -> None:
         conversation = coerce_messages(messages)
         ids = renderer.build_generation_prompt(conversation, tools, **options)
         self._start(renderer, conversation, ids, tools, options)
+        self._set_limits(max_length, max_response_length, max_turns)
 
     def _start(
         self,
@@ -105,11 +183,28 @@ class Rollout:
         self.tools = tools
         self.options = options
         self.messages: list[Message] = messages
-        self._ids: list[int] = list(prompt_ids)
-        self._sampled: list[bool] = [False] * len(self._ids)
         self.results: list[ParseResult] = []
-        self._completion: list[int] = []
+        self._ids: list[int] = list(prompt_ids)
+        self._weights: list[bool] = [False] * len(self._ids)  # the id sampled there
+        self._logprobs: list[float] = [math.nan] * len(self._ids)
+        self._turns: list[Turn] = [Turn(TurnKind.PROMPT, 0, len(self._ids))]
+        self._ended: list[bool] = []  # per completion: it ended its turn (not cut off)
+        self._with_logprobs: bool | None = None  # whether completions came with logprobs
         self._awaiting_completion = True
+
+    def _set_limits(
+        self, max_length: int | None, max_response_length: int | None, max_turns: int | None
+    ) -> None:
+        for name, value in (
+            ("max_length", max_length),
+            ("max_response_length", max_response_length),
+            ("max_turns", max_turns),
+        ):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{name}: expected a positive integer or None, got {value!r}")
+        self.max_length = max_length
+        self.max_response_length = max_response_length
+        self.max_turns = max_turns
 
     @classmethod
     def resume(
@@ -118,6 +213,10 @@ class Rollout:
         prompt_ids: Sequence[int],
         tools: Sequence[Mapping[str, Any]] | None = None,
         messages: Iterable[Message | Mapping[str, Any]] | None = None,
+        *,
+        max_length: int | None = None,
+        max_response_length: int | None = None,
+        max_turns: int | None = None,
         **options: Any,
     ) -> Rollout:
         """A rollout whose current prompt is ``prompt_ids`` (rendered or kept elsewhere).
@@ -133,54 +232,151 @@ class Rollout:
         renderer.table.check_ids(prompt_ids)
         rollout = cls.__new__(cls)
         rollout._start(renderer, conversation, prompt_ids, tools, options)
+        rollout._set_limits(max_length, max_response_length, max_turns)
         return rollout
+
+    # -- sampling ---------------------------------------------------------------------
 
     @property
     def prompt_ids(self) -> list[int]:
         """The ids to sample the next completion from."""
-        if not self._awaiting_completion:
-            raise RuntimeError("the rollout waits for new messages (add_messages), not sampling")
+        self._check_awaiting("prompt_ids")
         return list(self._ids)
 
-    def add_completion(self, completion_ids: Sequence[int] | np.ndarray) -> ParseResult:
-        """Append a sampled completion exactly as sampled; returns its parse."""
-        if not self._awaiting_completion:
-            raise RuntimeError("add_completion() called twice: add the next messages first")
+    def max_tokens(self, per_turn: int | None = None) -> int:
+        """The most tokens the next completion may sample (a sampler's ``max_tokens``):
+        ``per_turn`` capped by what is left of ``max_length`` and ``max_response_length``;
+        0 when nothing is left (then :attr:`done` is ``LENGTH``)."""
+        self._check_awaiting("max_tokens()")
+        prompt_length = self._turns[0].end
+        bounds = [
+            b
+            for b in (
+                per_turn,
+                None if self.max_length is None else self.max_length - len(self._ids),
+                None
+                if self.max_response_length is None
+                else self.max_response_length - (len(self._ids) - prompt_length),
+            )
+            if b is not None
+        ]
+        if not bounds:
+            raise ValueError(
+                "max_tokens(): no budget to bound the next turn: pass per_turn, or give the "
+                "rollout max_length or max_response_length"
+            )
+        return max(0, min(bounds))
+
+    def add_completion(
+        self,
+        completion_ids: Sequence[int] | np.ndarray,
+        logprobs: Sequence[float] | np.ndarray | None = None,
+        *,
+        finish_reason: str | None = None,
+    ) -> ParseResult:
+        """Append a sampled completion exactly as sampled; returns its parse.
+
+        ``logprobs`` holds the sampler's logprob of each sampled id (one per id; give them
+        for every completion of an episode or for none). ``finish_reason`` is the
+        sampler's (OpenAI / vLLM spelling): ``"stop"`` when it stopped at a stop token or
+        string it did not return, ``"length"`` when it ran out of tokens; without it, a
+        completion without a stop token counts as cut off.
+        """
+        self._check_awaiting("add_completion()", twice=True)
+        if self.max_turns is not None and len(self.results) >= self.max_turns:
+            raise RuntimeError(
+                f"add_completion(): the rollout already has max_turns={self.max_turns} completions"
+            )
         ids = (
             completion_ids.tolist()
             if isinstance(completion_ids, np.ndarray)
             else list(completion_ids)
         )
+        given = self._checked_logprobs(logprobs, len(ids))
+        if finish_reason is not None and finish_reason not in _FINISH_REASONS:
+            raise ValueError(
+                f"finish_reason: expected 'stop', 'length' or None, got {finish_reason!r}"
+            )
         result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
+        start = len(self._ids)
         self._ids += ids[:kept]
-        self._sampled += [True] * kept
-        self._completion = ids[:kept]
+        self._weights += [True] * kept
+        self._logprobs += given[:kept] if given is not None else [math.nan] * kept
+        self._turns.append(Turn(TurnKind.COMPLETION, start, start + kept))
+        self._ended.append(result.stop_token_id is not None or finish_reason == "stop")
         self.messages.append(result.message)
         self.results.append(result)
         self._awaiting_completion = False
         return result
 
+    def _checked_logprobs(
+        self, logprobs: Sequence[float] | np.ndarray | None, count: int
+    ) -> list[float] | None:
+        index = len(self.results)
+        if self._with_logprobs is not None and self._with_logprobs != (logprobs is not None):
+            had = "had" if self._with_logprobs else "had none"
+            raise ValueError(
+                f"logprobs: completion {index} comes {'without' if logprobs is None else 'with'}"
+                f" logprobs but earlier completions {had}; give them for every completion "
+                "of an episode or for none"
+            )
+        self._with_logprobs = logprobs is not None
+        if logprobs is None:
+            return None
+        values = np.asarray(logprobs, dtype=np.float32)
+        if values.ndim != 1 or len(values) != count:
+            raise ValueError(
+                f"logprobs: expected one per sampled id ({count}), got shape {values.shape}"
+            )
+        checked: list[float] = values.tolist()
+        return checked
+
     def add_messages(self, new_messages: Iterable[Message | Mapping[str, Any]]) -> list[int]:
         """Close the sampled turn as the format's history does (the stop token when the
-        sampler dropped it, closers of a turn cut off inside a block; gpt-oss ends a final
-        answer with ``<|end|>`` where the model sampled ``<|return|>``), then append the new
+        sampler dropped it, closers of a turn cut off inside a block), then append the new
         messages and the generation prompt as the template renders them; returns the next
-        prompt ids."""
-        if self._awaiting_completion:
-            raise RuntimeError("add_messages() before add_completion(): sample the prompt first")
+        prompt ids.
+
+        Where the format's history replaces a sampled token (gpt-oss ends a final answer
+        with ``<|end|>`` where the model sampled ``<|return|>``), the history token takes
+        the sampled token's position: that position keeps the sampled token's logprob
+        (so the completion's logprobs stay one per sampled token, and their sum is the
+        sequence's) but gets weight 0, since the token trained on there is not the one
+        sampled and an importance ratio over it would compare two different tokens.
+        """
+        self._check_awaiting("add_messages()", awaiting=False)
         new = coerce_messages(new_messages)
-        replaced, closing = self.renderer._close_turn(self.results[-1], self._completion)
-        if replaced:
-            del self._ids[-replaced:]
-            del self._sampled[-replaced:]
+        completion = self._turns[-1]
+        replaced, closing = self.renderer._close_turn(
+            self.results[-1], self._ids[completion.start : completion.end]
+        )
+        if replaced > min(len(closing), completion.end - completion.start):
+            raise RuntimeError(f"{self.renderer.name}: the format replaced more ids than it gave")
+        for k in range(replaced):
+            pos = completion.end - replaced + k
+            self._ids[pos] = closing[k]
+            self._weights[pos] = False
         suffix = self.renderer._continuation(self.messages, new, self.tools, self.options)
-        added = [*closing, *suffix]
+        added = [*closing[replaced:], *suffix]
+        start = len(self._ids)
         self._ids += added
-        self._sampled += [False] * len(added)
+        self._weights += [False] * len(added)
+        self._logprobs += [math.nan] * len(added)
+        self._turns.append(Turn(TurnKind.MESSAGES, start, start + len(added)))
         self.messages += new
         self._awaiting_completion = True
         return list(self._ids)
+
+    def _check_awaiting(self, what: str, *, awaiting: bool = True, twice: bool = False) -> None:
+        if awaiting and not self._awaiting_completion:
+            if twice:
+                raise RuntimeError(f"{what} called twice: add the next messages first")
+            raise RuntimeError(f"{what}: the rollout waits for new messages (add_messages)")
+        if not awaiting and self._awaiting_completion:
+            raise RuntimeError(f"{what} before add_completion(): sample the prompt first")
+
+    # -- the episode --------------------------------------------------------------------
 
     @property
     def tokens(self) -> np.ndarray:
@@ -189,5 +385,198 @@ class Rollout:
 
     @property
     def weights(self) -> np.ndarray:
-        """Loss weights: 1 on sampled ids, 0 on prompt, tool-result and template ids."""
-        return np.asarray(self._sampled, dtype=np.float32)
+        """Loss weights: 1 where the token is the one the model sampled there, 0 on prompt,
+        tool-result and template ids (and where the format replaced a sampled token)."""
+        return np.asarray(self._weights, dtype=np.float32)
+
+    @property
+    def logprobs(self) -> np.ndarray:
+        """The sampler's logprob of the token sampled at each position (float32), NaN
+        where nothing was sampled (prompt, messages, template ids) or no logprobs were
+        given: a position nobody sampled has no logprob, and NaN keeps it from passing
+        for a certain token (0.0) in a sum. Exports write 0.0 there, as the stacks do."""
+        return np.asarray(self._logprobs, dtype=np.float32)
+
+    @property
+    def has_logprobs(self) -> bool:
+        """Whether the completions came with logprobs."""
+        return bool(self._with_logprobs)
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        """The spans of the initial prompt, of each completion and of each block of
+        inserted messages, in order; together they cover :attr:`tokens`."""
+        return tuple(self._turns)
+
+    @property
+    def done_reason(self) -> DoneReason | None:
+        """Why the episode is over, or ``None`` while it goes on (see :class:`DoneReason`;
+        a cut-off completion or the end-of-sequence token wins over max turns, which wins
+        over the budget). The caller may still continue an episode that is done, for
+        example with a user turn after an answer."""
+        if not self._awaiting_completion:
+            result = self.results[-1]
+            if not self._ended[-1]:
+                return DoneReason.LENGTH
+            if result.termination is Termination.EOS:
+                return DoneReason.END_OF_SEQUENCE
+            if not any(type(p) in _CALL_PARTS for p in result.message.parts):
+                return DoneReason.NO_TOOL_CALL
+        if self.max_turns is not None and len(self.results) >= self.max_turns:
+            return DoneReason.MAX_TURNS
+        if self._out_of_budget():
+            return DoneReason.LENGTH
+        return None
+
+    def _out_of_budget(self) -> bool:
+        if self.max_length is not None and len(self._ids) >= self.max_length:
+            return True
+        response = len(self._ids) - self._turns[0].end
+        return self.max_response_length is not None and response >= self.max_response_length
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (:attr:`done_reason` says why)."""
+        return self.done_reason is not None
+
+    # -- plain form and pickling --------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rollout as plain, JSON-serialisable data (:meth:`from_dict` reads it back).
+
+        Keys: ``version``; ``renderer`` (its name) and ``renderer_options`` (those that
+        differ from the format's defaults); ``options`` (per-rollout options); ``tools``;
+        ``limits`` (``max_length``, ``max_response_length``, ``max_turns``); ``messages``
+        (lossless message dicts, sampled ones included); ``tokens``; ``weights`` (0/1);
+        ``logprobs`` (a float per token, ``null`` where nothing was sampled; ``null`` as a
+        whole without logprobs); ``turns`` (``kind``, ``start``, ``end``); ``completions``
+        (per completion: the index of its message, ``termination``, ``stop_token_id``,
+        ``trailing_ids``, ``issues``, part ``spans`` and whether it ``ended`` its turn);
+        ``awaiting_completion``; and, for readers, ``done_reason`` (or ``null``).
+        """
+        indices = self._completion_message_indices()
+        return {
+            "version": DICT_VERSION,
+            "renderer": self.renderer.name,
+            "renderer_options": {k: _plain(v) for k, v in self.renderer.changed_options().items()},
+            "options": {k: _plain(v) for k, v in self.options.items()},
+            "tools": None if self.tools is None else [dict(t) for t in self.tools],
+            "limits": {
+                "max_length": self.max_length,
+                "max_response_length": self.max_response_length,
+                "max_turns": self.max_turns,
+            },
+            "messages": [m.to_dict() for m in self.messages],
+            "tokens": list(self._ids),
+            "weights": [int(s) for s in self._weights],
+            "logprobs": (
+                [None if math.isnan(x) else x for x in self._logprobs]
+                if self._with_logprobs
+                else None
+            ),
+            "turns": [{"kind": t.kind.value, "start": t.start, "end": t.end} for t in self._turns],
+            "completions": [
+                {
+                    "message_index": index,
+                    "termination": r.termination.value,
+                    "stop_token_id": r.stop_token_id,
+                    "trailing_ids": list(r.trailing_ids),
+                    "issues": [{"position": i.position, "message": i.message} for i in r.issues],
+                    "spans": [list(s) for s in r.spans],
+                    "ended": ended,
+                }
+                for r, ended, index in zip(self.results, self._ended, indices, strict=True)
+            ],
+            "awaiting_completion": self._awaiting_completion,
+            "done_reason": None if self.done_reason is None else self.done_reason.value,
+        }
+
+    def _completion_message_indices(self) -> list[int]:
+        """The index in :attr:`messages` of each completion's parsed message (found in
+        order, by identity: the parsed messages are the objects the results hold)."""
+        indices: list[int] = []
+        position = 0
+        for result in self.results:
+            while self.messages[position] is not result.message:
+                position += 1
+            indices.append(position)
+            position += 1
+        return indices
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], renderer: TurnRenderer) -> Rollout:
+        """A rollout from :meth:`to_dict` output, continued with ``renderer`` (the one
+        named in ``data``: its name is checked)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"rollout: expected a mapping, got {type(data).__name__}")
+        if data.get("version") != DICT_VERSION:
+            raise ValueError(f"version: expected {DICT_VERSION}, got {data.get('version')!r}")
+        if data.get("renderer") != renderer.name:
+            raise ValueError(
+                f"renderer: the rollout was made with {data.get('renderer')!r}, "
+                f"not {renderer.name!r}"
+            )
+        tokens = [int(t) for t in data["tokens"]]
+        weights = [bool(w) for w in data["weights"]]
+        logprobs = data["logprobs"]
+        if len(weights) != len(tokens) or (logprobs is not None and len(logprobs) != len(tokens)):
+            raise ValueError("tokens, weights and logprobs: expected equal lengths")
+        renderer.table.check_ids(tokens)
+        messages = coerce_messages(data["messages"])
+        rollout = cls.__new__(cls)
+        rollout._start(renderer, messages, [], data["tools"], dict(data["options"]))
+        limits = data["limits"]
+        rollout._set_limits(
+            limits["max_length"], limits["max_response_length"], limits["max_turns"]
+        )
+        rollout._ids = tokens
+        rollout._weights = weights
+        rollout._logprobs = (
+            [math.nan] * len(tokens)
+            if logprobs is None
+            else [math.nan if x is None else float(x) for x in logprobs]
+        )
+        rollout._turns = [
+            Turn(TurnKind(t["kind"]), int(t["start"]), int(t["end"])) for t in data["turns"]
+        ]
+        completions = data["completions"]
+        rollout.results = [
+            ParseResult(
+                message=messages[c["message_index"]],
+                termination=Termination(c["termination"]),
+                spans=tuple((int(s), int(e)) for s, e in c["spans"]),
+                stop_token_id=c["stop_token_id"],
+                trailing_ids=tuple(c["trailing_ids"]),
+                trailing_text=renderer.table.decode(c["trailing_ids"]),
+                issues=tuple(ParseIssue(i["position"], i["message"]) for i in c["issues"]),
+            )
+            for c in completions
+        ]
+        rollout._ended = [bool(c["ended"]) for c in completions]
+        rollout._with_logprobs = None if not completions else logprobs is not None
+        rollout._awaiting_completion = bool(data["awaiting_completion"])
+        return rollout
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(vars(self))
+        state["_ids"] = np.asarray(self._ids, dtype=np.int32)
+        state["_weights"] = np.asarray(self._weights, dtype=np.bool_)
+        state["_logprobs"] = np.asarray(self._logprobs, dtype=np.float32)
+        state["_turns"] = [(t.kind.value, t.start, t.end) for t in self._turns]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["_ids"] = state["_ids"].tolist()
+        state["_weights"] = state["_weights"].tolist()
+        state["_logprobs"] = state["_logprobs"].tolist()
+        state["_turns"] = [Turn(TurnKind(k), s, e) for k, s, e in state["_turns"]]
+        vars(self).update(state)
+
+
+def _plain(value: Any) -> Any:
+    """An option value as JSON-serialisable data (dates as ISO text, tuples as lists)."""
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,372 @@
+"""The README's rollout loop with a real sampler, and a real trainer consuming it.
+
+The sampler is a tiny randomly initialised causal LM built from the cached Qwen3-8B and
+gpt-oss-20b configurations (two layers, hidden size 64, a few experts; CPU, no weights)
+and sampled with ``transformers``' ``generate`` under the renderer's stop tokens. Its
+text is noise, so a logits processor keeps it inside a script (fixed ids where the turn
+needs structure, free letters elsewhere); the logprobs it returns are the model's own
+(raw logits, as vLLM reports them by default). One forward pass of the same model over
+the final ``rollout.tokens`` must then give the stored logprob at every sampled position
+(to 1e-3: the cached, token-by-token computation of ``generate`` and one pass over the
+whole sequence round differently in float32; logprobs are about -12 here, and one
+position off they differ by more than 1e-2), and every weight-1 position must hold the
+id sampled there.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+)
+
+from renderers.rl_exports import trl_rollout_output, verl_agent_loop_output
+from renderers.rollout import DoneReason, TurnKind
+from tests.test_rollout_rl import renderer
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def readme_rl_blocks() -> list[str]:
+    """The Python blocks of the README's multi-turn RL section, in order."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Multi-turn RL") :]
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2, "the RL section: a setup block, then the loop"
+    return blocks
+
+
+def tiny_model(model_id: str, seed: int = 0) -> Any:
+    """A randomly initialised two-layer model of ``model_id``'s architecture and vocabulary."""
+    config = AutoConfig.from_pretrained(model_id)
+    shrink: dict[str, Any] = {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    }
+    if config.model_type == "gpt_oss":
+        del config.quantization_config  # the checkpoint's MXFP4 weights are not loaded
+        shrink.update(
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            experts_per_token=2,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+    config.update(shrink)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+@functools.cache
+def cached_model(model_id: str) -> Any:
+    return tiny_model(model_id)
+
+
+class Script(LogitsProcessor):
+    """Keeps generation inside a script: the script's id where it has one, one of
+    ``free`` where it has ``None``; unconstrained past its end."""
+
+    def __init__(self, prompt_length: int, script: list[int | None], free: list[int]) -> None:
+        self.prompt_length = prompt_length
+        self.script = script
+        self.free = torch.tensor(free)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> Any:
+        step = input_ids.shape[1] - self.prompt_length
+        if step >= len(self.script):
+            return scores
+        allowed = self.free if self.script[step] is None else torch.tensor([self.script[step]])
+        masked = torch.full_like(scores, -torch.inf)
+        masked[:, allowed] = scores[:, allowed]
+        return masked
+
+
+def script(r: Any, *pieces: str | int) -> list[int | None]:
+    """Text pieces (control-token spellings are tokens) and counts of free tokens."""
+    out: list[int | None] = []
+    for piece in pieces:
+        if isinstance(piece, int):
+            out += [None] * piece
+        else:
+            out += r.tokenizer.encode(piece, add_special_tokens=False)
+    return out
+
+
+class ModelSampler:
+    """``sample(prompt_ids, stop, max_tokens) -> (ids, logprobs)`` with ``generate``,
+    one script per call; remembers what it was asked and what it sampled."""
+
+    def __init__(self, model: Any, r: Any, scripts: list[list[int | None]]) -> None:
+        self.model = model
+        self.scripts = scripts
+        self.free = [r.table.encode(c)[0] for c in LETTERS]
+        self.pad = r.stop_token_ids[-1]
+        self.calls: list[tuple[list[int], list[int], list[float]]] = []
+
+    def __call__(
+        self, prompt_ids: list[int], stop: tuple[int, ...], max_tokens: int
+    ) -> tuple[list[int], list[float]]:
+        prompt = torch.tensor([prompt_ids])
+        config = GenerationConfig(
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,  # no top-k / top-p: sample from the (scripted) distribution
+            top_p=1.0,
+            max_new_tokens=max_tokens,
+            eos_token_id=list(stop),
+            pad_token_id=self.pad,
+            output_logits=True,
+            return_dict_in_generate=True,
+            use_cache=True,  # a trainer may have turned the cache off for training
+        )
+        processor = Script(len(prompt_ids), self.scripts[len(self.calls)], self.free)
+        with torch.no_grad():
+            out = self.model.generate(
+                prompt, generation_config=config, logits_processor=LogitsProcessorList([processor])
+            )
+            scores = self.model.compute_transition_scores(
+                out.sequences, out.logits, normalize_logits=True
+            )
+        ids: list[int] = out.sequences[0, len(prompt_ids) :].tolist()
+        logprobs: list[float] = scores[0].tolist()
+        self.calls.append((list(prompt_ids), ids, logprobs))
+        return ids, logprobs
+
+
+def assert_logprobs_are_the_models(model: Any, rollout: Any, sampler: ModelSampler) -> None:
+    tokens = rollout.tokens
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens.tolist()])).logits[0].float()
+    recomputed = torch.log_softmax(logits, dim=-1)
+    stored, weights = rollout.logprobs, rollout.weights
+    completions = [t for t in rollout.turns if t.kind is TurnKind.COMPLETION]
+    assert len(completions) == len(sampler.calls)
+    sampled_at = np.zeros(len(tokens), dtype=bool)
+    for turn, (prompt, ids, logprobs) in zip(completions, sampler.calls, strict=True):
+        # The model sampled each completion after exactly the tokens the rollout holds.
+        assert tokens[: turn.start].tolist() == prompt
+        for k, pos in enumerate(range(turn.start, turn.end)):
+            sampled_at[pos] = True
+            assert stored[pos] == np.float32(logprobs[k])
+            model_logprob = float(recomputed[pos - 1, ids[k]])
+            assert stored[pos] == pytest.approx(model_logprob, abs=1e-3), (pos, k)
+            if weights[pos] == 1:
+                assert tokens[pos] == ids[k]
+    assert np.isnan(stored[~sampled_at]).all()
+    assert (weights[~sampled_at] == 0).all()
+    # The check can fail: one position off, the model's logprobs are far from these.
+    (_, ids, logprobs), turn = sampler.calls[0], completions[0]
+    positions = range(turn.start, turn.end)
+    shifted = [float(recomputed[pos, i]) for pos, i in zip(positions, ids, strict=True)]
+    assert max(abs(a - b) for a, b in zip(logprobs, shifted, strict=True)) > 1e-2
+
+
+def qwen3_scripts(r: Any) -> list[list[int | None]]:
+    call = script(
+        r,
+        "<think>\n",
+        3,
+        "\n</think>\n\n<tool_call>\n" + '{"name": "get_weather", "arguments": {"city": "',
+        3,
+        '"}}\n</tool_call><|im_end|>',
+    )
+    answer = script(r, "<think>\n", 3, "\n</think>\n\n", 4, "<|im_end|>")
+    return [call, answer]
+
+
+def gpt_oss_scripts(r: Any) -> list[list[int | None]]:
+    call = script(
+        r,
+        "<|channel|>analysis<|message|>",
+        2,
+        "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+        '<|constrain|>json<|message|>{"city": "',
+        3,
+        '"}<|call|>',
+    )
+    answer = script(r, "<|channel|>final<|message|>", 3, "<|return|>")
+    return [call, answer]
+
+
+def run_readme_loop(name: str, scripts: list[list[int | None]]) -> tuple[dict[str, Any], Any]:
+    """The README's setup, its stand-in sampler replaced by a model, then its loop."""
+    setup, loop = readme_rl_blocks()
+    namespace: dict[str, Any] = {}
+    exec(compile(setup, "README.md", "exec"), namespace)
+    r = renderer(name)
+    model = cached_model(r.default_model)
+    sampler = ModelSampler(model, r, scripts)
+    namespace.update(r=r, sample=sampler)
+    exec(compile(loop, "README.md", "exec"), namespace)
+    return namespace, sampler
+
+
+@pytest.mark.parametrize(
+    ("name", "scripts"), [("qwen3", qwen3_scripts), ("gpt_oss", gpt_oss_scripts)]
+)
+def test_the_readme_loop_keeps_a_real_models_logprobs_aligned(name: str, scripts: Any) -> None:
+    r = renderer(name)
+    namespace, sampler = run_readme_loop(name, scripts(r))
+    rollout = namespace["rollout"]
+    assert rollout.done_reason is DoneReason.NO_TOOL_CALL
+    assert [t.kind for t in rollout.turns] == [
+        TurnKind.PROMPT,
+        TurnKind.COMPLETION,
+        TurnKind.MESSAGES,
+        TurnKind.COMPLETION,
+    ]
+    (call,) = rollout.results[0].message.tool_calls
+    city = call.parsed_arguments()["city"]
+    assert len(city) == 3 and set(city) <= set(LETTERS)  # sampled, not scripted
+    assert f"Sunny in {city}, 21C." in r.decode(rollout.tokens.tolist())
+    assert_logprobs_are_the_models(cached_model(r.default_model), rollout, sampler)
+    # The export the README shows carries the same alignment.
+    item = namespace["item"]
+    assert item == verl_agent_loop_output(rollout, reward_score=1.0)
+    mask = np.asarray(item["response_mask"])
+    start = len(item["prompt_ids"])
+    assert (mask == rollout.weights[start : start + len(mask)]).all()
+    lp = np.asarray(item["response_logprobs"], dtype=np.float32)
+    stored = rollout.logprobs[start : start + len(mask)]
+    assert (lp[mask == 1] == stored[mask == 1]).all()
+    assert (lp[mask == 0] == 0.0).all()
+
+
+def test_a_real_models_cut_off_turn_is_closed_and_stays_aligned() -> None:
+    r = renderer("qwen3")
+    model = cached_model(r.default_model)
+    call, answer = qwen3_scripts(r)
+    sampler = ModelSampler(model, r, [call, answer])
+    tools = readme_tools()
+    rollout = r.rollout([{"role": "user", "content": "Weather?"}], tools=tools)
+    ids, logprobs = sampler(rollout.prompt_ids, r.stop_token_ids, 12)  # cut inside the call
+    result = rollout.add_completion(ids, logprobs)
+    assert len(ids) == 12 and rollout.done_reason is DoneReason.LENGTH
+    assert result.message.parts[-1].incomplete
+    rollout.add_messages([{"role": "user", "content": "Go on."}])
+    closing = rollout.turns[2]
+    assert r.decode(rollout.tokens[closing.start : closing.start + 2].tolist()) == (
+        "</tool_call><|im_end|>"
+    )
+    ids, logprobs = sampler(rollout.prompt_ids, r.stop_token_ids, rollout.max_tokens(64))
+    rollout.add_completion(ids, logprobs)
+    assert rollout.done_reason is DoneReason.NO_TOOL_CALL
+    assert_logprobs_are_the_models(model, rollout, sampler)
+
+
+def test_gpt_oss_return_replaced_in_history_keeps_the_models_logprob() -> None:
+    r = renderer("gpt_oss")
+    model = cached_model(r.default_model)
+    _, answer = gpt_oss_scripts(r)
+    sampler = ModelSampler(model, r, [answer, answer])
+    rollout = r.rollout([{"role": "user", "content": "Weather?"}])
+    for _ in range(2):
+        ids, logprobs = sampler(rollout.prompt_ids, r.stop_token_ids, rollout.max_tokens(64))
+        rollout.add_completion(ids, logprobs)
+        if rollout.messages[-1] is rollout.results[0].message:
+            rollout.add_messages([{"role": "user", "content": "And tomorrow?"}])
+    first = rollout.turns[1]
+    replaced = first.end - 1
+    assert sampler.calls[0][1][-1] == r.tokens.return_
+    assert rollout.tokens[replaced] == r.tokens.end and rollout.weights[replaced] == 0
+    assert rollout.logprobs[replaced] == np.float32(sampler.calls[0][2][-1])
+    assert_logprobs_are_the_models(model, rollout, sampler)
+
+
+def readme_tools() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_rl_blocks()[0], "README.md", "exec"), namespace)
+    return namespace["tools"]
+
+
+def test_the_readme_rl_snippets_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, Any] = {}
+    for block in readme_rl_blocks():
+        exec(compile(block, "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    # Each print's output is the comment the README shows under it.
+    loop = readme_rl_blocks()[1]
+    shown = [m.group(1) for m in re.finditer(r"^# (\[.*|no_tool_call.*)$", loop, flags=re.M)]
+    shown += [m.group(1) for m in re.finditer(r"^print\(.*\)  # (.*)$", loop, flags=re.M)]
+    assert sorted(printed) == sorted(shown)
+
+
+def test_trl_grpo_trainer_trains_on_exported_rollouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL's GRPOTrainer takes the export from its ``rollout_func`` and trains a step."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    r = renderer("qwen3")
+    tools = readme_tools()
+    call, answer = qwen3_scripts(r)
+    exported: list[dict[str, Any]] = []
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        rollouts = []
+        for prompt in prompts:  # TRL repeats each prompt num_generations times
+            sampler = ModelSampler(cached_model(r.default_model), r, [call, answer])
+            rollout = r.rollout(prompt, tools=tools, max_length=2048)
+            while not rollout.done:
+                ids, lps = sampler(rollout.prompt_ids, r.stop_token_ids, rollout.max_tokens(64))
+                result = rollout.add_completion(ids, lps)
+                if not rollout.done:
+                    rollout.add_messages(
+                        {"role": "tool", "content": "sunny"} for _ in result.message.tool_calls
+                    )
+            rollouts.append(rollout)
+        out = trl_rollout_output(rollouts)
+        exported.append(out)
+        return out
+
+    model = tiny_model(r.default_model, seed=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[lambda completion_ids, **_: [float(sum(c) % 97) for c in completion_ids]],
+        args=GRPOConfig(
+            output_dir=str(tmp_path),
+            per_device_train_batch_size=2,
+            num_generations=2,
+            max_steps=1,
+            learning_rate=1e-2,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            gradient_checkpointing=False,
+        ),
+        train_dataset=Dataset.from_dict(
+            {"prompt": [[{"role": "user", "content": "Weather in Paris?"}]] * 2}
+        ),
+        processing_class=r.tokenizer,
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    out = exported[0]
+    trained = [sum(mask) for mask in out["env_mask"]]
+    logged = trainer.state.log_history[0]
+    # TRL counted only the sampled tokens (env_mask = 1) as completion tokens, and the
+    # step changed the model.
+    assert logged["completions/mean_length"] == pytest.approx(float(np.mean(trained)))
+    assert [len(m) for m in out["env_mask"]] == [len(c) for c in out["completion_ids"]]
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
