@@ -149,7 +149,7 @@ class Renderer:
                 np.ones(len(ids), dtype=np.float32),
                 self.name,
                 self.table,
-                self.message_markers,
+                markers=self.message_markers,
             )
         assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
         if not assistants:
@@ -160,7 +160,9 @@ class Renderer:
         for i in assistants if mode is TrainOn.ALL_ASSISTANT else assistants[-1:]:
             trained[i] = True
         tokens, weights = writer.ids_and_weights(trained)
-        return SupervisedExample(tokens, weights, self.name, self.table, self.message_markers)
+        return SupervisedExample(
+            tokens, weights, self.name, self.table, markers=self.message_markers
+        )
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt)."""

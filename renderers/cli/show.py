@@ -113,7 +113,8 @@ def _completion(args: argparse.Namespace, renderer: Renderer) -> TokenView:
 
 def _example(args: argparse.Namespace, renderer: Renderer) -> TokenView:
     record = _read_record(args.input, args.row)
-    where = f"row {args.row}" if args.row is not None else args.input
+    source = "stdin" if args.input == "-" else args.input
+    where = f"{source} row {args.row}" if args.row is not None else source
     title = _title(args, renderer)
     if isinstance(record, list) or (isinstance(record, Mapping) and "messages" in record):
         messages, tools = split_conversation(record)
@@ -127,6 +128,8 @@ def _example(args: argparse.Namespace, renderer: Renderer) -> TokenView:
             f"{where} holds token ids, not a conversation: --train-on and --tools do not apply"
         )
     if isinstance(record, Mapping):
+        if record.get("error") is not None:
+            raise ValueError(f"{where} was rejected by prepare: {record['error']}")
         if "input_ids" in record:
             ids = _int_list(record["input_ids"], "input_ids", where)
             return supervised_view(

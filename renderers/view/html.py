@@ -27,7 +27,7 @@ _MAX_BLOCK_TOKENS = 2048  # or here, when no line break comes
 _LINE_PX = 25.4  # 13px monospace at line-height 1.95: the size of a block not yet laid out
 _CHARS_PER_LINE = 110
 _ROLE_STYLES = frozenset({"system", "developer", "user", "assistant", "tool", "trailing"})
-_FOLD_LINES = 40  # an untrained message longer than this starts folded
+_FOLD_LINES = 24  # an untrained message longer than this starts folded
 
 
 @cache
@@ -48,19 +48,19 @@ def html_page(view: ViewData) -> str:
         "parts": [[p.start, p.end, p.kind, p.label, p.incomplete] for p in view.parts],
         "issues": [list(issue) for issue in view.issues],
     }
-    title = view.title or "token view"
+    title = f"{view.title} · token view" if view.title else "token view"
     sections = "\n".join(_section(view, k, texts) for k in range(len(view.segments)))
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} · token view</title>
+<title>{html.escape(title)}</title>
 <style>
 {_asset("page.css")}</style>
 </head>
 <body>
-{_summary_bar(view, title)}
+{_summary_bar(view)}
 <main>
 {sections}
 </main>
@@ -98,7 +98,7 @@ def _script_json(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def _summary_bar(view: ViewData, title: str) -> str:
+def _summary_bar(view: ViewData) -> str:
     summary = view.summary()
     share = 100 * summary.trained / summary.tokens if summary.tokens else 0.0
     stats = [
@@ -129,10 +129,12 @@ def _summary_bar(view: ViewData, title: str) -> str:
     rows = [f'<div class="row">{" ".join(stats)}</div>']
     if facts:
         rows.append(f'<div class="row">{" ".join(facts)}</div>')
-    return (
-        f'<header class="bar">\n<h1>{html.escape(title)}<span class="kind">token view</span>'
-        f"</h1>\n{chr(10).join(rows)}\n{legend}\n</header>"
+    heading = (
+        f'{html.escape(view.title)}<span class="kind">token view</span>'
+        if view.title
+        else "token view"
     )
+    return f'<header class="bar">\n<h1>{heading}</h1>\n{chr(10).join(rows)}\n{legend}\n</header>'
 
 
 def _role_chips(summary: Summary) -> list[str]:
