@@ -26,7 +26,7 @@ from renderers.rendering import Renderer
 from renderers.view import supervised_view
 from renderers.view.terminal import visible_whitespace
 from tests.corpus import CORPUS
-from tests.test_view import TOOL_CONVERSATION
+from tests.test_view import TOOL_CONVERSATION, _qwen3_rollout
 
 CLI = [sys.executable, "-m", "renderers.cli"]
 
@@ -311,3 +311,17 @@ def test_show_errors_are_one_line(
     assert "Traceback" not in proc.stderr
     if status == 1:
         assert proc.stderr.startswith("renderers show: error: ") and proc.stderr.count("\n") == 1
+
+
+def test_show_reads_a_saved_rollout(
+    qwen3: Renderer, tmp_path: Path, run: Callable[..., Outcome]
+) -> None:
+    rollout, _, completions = _qwen3_rollout(qwen3)
+    path = tmp_path / "rollout.json"
+    saved = {"tokens": rollout.tokens.tolist(), "weights": rollout.weights.tolist()}
+    path.write_text(json.dumps(saved))
+    proc = run("show", "--model", "qwen3", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert _bracketed(proc.stdout) == [visible_whitespace(qwen3.decode(c)) for c in completions]
+    headers = re.findall(r"^── (\w+) · ", proc.stdout, re.M)
+    assert headers == ["system", "user", "assistant", "user", "assistant"]

@@ -362,3 +362,45 @@ def test_an_unpickled_example_explains_how_to_view_it() -> None:
     assert restored._repr_html_() is None  # a notebook falls back to the repr
     with pytest.raises(ValueError, match="supervised_view"):
         restored.to_html()
+
+
+def _qwen3_rollout(r: Renderer) -> tuple[Any, list[tuple[int, Any]], list[list[int]]]:
+    """A two-turn Qwen3 rollout (a tool call, then an answer) with each completion's
+    start position and parse."""
+    rollout = r.rollout([{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER_TOOL])
+    call = {
+        "role": "assistant",
+        "reasoning_content": "Use the tool.",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "P"}'}}
+        ],
+    }
+    answer = {"role": "assistant", "content": "18C."}
+    completions, parsed = [], []
+    for k, message in enumerate((call, answer)):
+        example = r.build_supervised_example([{"role": "user", "content": "x"}, message])
+        completion = example.tokens[example.weights == 1].tolist()
+        start = len(rollout.prompt_ids)
+        parsed.append((start, rollout.add_completion(completion)))
+        completions.append(completion)
+        if k == 0:
+            rollout.add_messages([{"role": "tool", "content": "18C"}])
+    return rollout, parsed, completions
+
+
+def test_a_rollout_shows_each_sampled_turn_with_its_parts() -> None:
+    r = renderer("qwen3")
+    rollout, parsed, completions = _qwen3_rollout(r)
+    view = supervised_view(rollout.tokens, rollout.weights, r, completions=parsed)
+    assert [s.role for s in view.segments] == ["system", "user", "assistant", "user", "assistant"]
+    ids = view.ids.tolist()
+    spans = [(start + a, start + b) for start, result in parsed for a, b in result.spans]
+    assert [(p.start, p.end) for p in view.parts] == spans
+    for (start, result), completion in zip(parsed, completions, strict=True):
+        assert ids[start : start + len(completion)] == completion
+        for a, b in result.spans:
+            assert ids[start + a : start + b] == completion[a:b]
+    assert [p.kind for p in view.parts] == ["thinking", "tool_call", "text"]
+    trained = [(a, b) for a, b in _runs(view.weights != 0)]
+    assert trained == [(s, s + len(c)) for (s, _), c in zip(parsed, completions, strict=True)]

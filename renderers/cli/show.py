@@ -39,10 +39,11 @@ def add_parser(sub: Any) -> None:
         "newlines visible (plain markers instead of colours when not on a terminal or when "
         "NO_COLOR is set). INPUT is a conversation (JSON list of messages, or "
         '{"messages": [...], "tools": [...]}), rendered as a supervised example; a row of a '
-        "prepared dataset (input_ids with labels or loss_mask: Parquet, Arrow, JSONL or a "
-        'JSON list, picked with --row); or {"tokens", "weights"} as `renderers render '
-        "--supervised` prints. With --parse, INPUT holds sampled token ids: their parsed "
-        "parts, spans, termination and issues. Use - for stdin.",
+        "dataset `renderers prepare` wrote (input_ids with weights, loss_mask or labels; "
+        "Parquet, Arrow, JSONL or a JSON list, picked with --row; packed rows split at "
+        'seq_lens); or {"tokens", "weights"}, as `renderers render --supervised` prints '
+        "them or a rollout holds them. With --parse, INPUT holds sampled token ids: their "
+        "parsed parts, spans, termination and issues. Use - for stdin.",
     )
     show.add_argument("input", nargs="?", default="-", help="input file (default: stdin)")
     add_model_argument(show)

@@ -15,6 +15,7 @@ markers, so ``example.to_html()`` and its notebook display need nothing more.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -83,10 +84,16 @@ def supervised_view(
     fmt: Format,
     title: str = "",
     sequence_lengths: Sequence[int] | None = None,
+    completions: Sequence[tuple[int, ParseResult]] = (),
 ) -> TokenView:
     """The view of a training example (a rendered conversation, a prepared row, a
-    rollout): its tokens, weights and messages. A packed row's ``sequence_lengths`` split
-    it into sequences, each with its own messages; tokens after them are padding."""
+    rollout): its tokens, weights and messages.
+
+    A packed row's ``sequence_lengths`` split it into sequences, each with its own
+    messages; tokens after them are padding. ``completions`` are the parsed completions
+    the tokens hold (a rollout's sampled turns) with the position each starts at: their
+    parts are outlined and their issues marked.
+    """
     ids = _checked_ids(tokens, fmt.table)
     table, markers = fmt.table, fmt.message_markers
     if sequence_lengths is None:
@@ -103,7 +110,19 @@ def supervised_view(
             start += n
         if start < len(ids):
             segments.append(Segment(start, len(ids), "padding", "after the sequences"))
-    return TokenView(ids, np.asarray(weights, dtype=np.float32), table, tuple(segments), (), title)
+    n = len(ids)
+    parts = tuple(
+        replace(p, start=min(p.start + at, n), end=min(p.end + at, n))
+        for at, result in completions
+        for p in part_spans(result)
+    )
+    issues = tuple(
+        (at + issue.position, issue.message)
+        for at, result in completions
+        for issue in result.issues
+    )
+    w = np.asarray(weights, dtype=np.float32)
+    return TokenView(ids, w, table, tuple(segments), parts, title, (), issues)
 
 
 def completion_view(

@@ -105,8 +105,9 @@ class ViewData:
     :mod:`renderers.view.html`).
 
     ``ids`` and ``weights`` are 1-D arrays of equal length; ``segments`` cover the tokens
-    in order; ``parts`` are a completion's parsed parts; ``notes`` are one-line facts for
-    the summary (how a completion ended); ``issues`` are ``(token position, message)``.
+    in order; ``parts`` are the parsed parts of the completions among the tokens;
+    ``notes`` are one-line facts for the summary (how a completion ended); ``issues`` are
+    ``(token position, message)`` pairs the parser reported.
     """
 
     ids: np.ndarray
@@ -124,9 +125,6 @@ class ViewData:
                 f"a view needs 1-D token ids and weights of equal length, got shapes "
                 f"{self.ids.shape} and {self.weights.shape}"
             )
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
     def is_control(self) -> np.ndarray:
         """Which tokens are control tokens (a boolean array)."""
