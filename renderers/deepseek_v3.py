@@ -151,6 +151,7 @@ from renderers.rendering import (
     section_closing,
 )
 from renderers.rollout import ExtensionProperty
+from renderers.view.model import MessageMarkers
 
 __all__ = [
     "DeepSeekV3Options",
@@ -336,6 +337,11 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
     name = "deepseek_v3"
     default_model = "deepseek-ai/DeepSeek-V3"
     Options = DeepSeekV3Options
+    message_markers = MessageMarkers(
+        starts={USER: "user", ASSISTANT: "assistant", OUTPUTS_BEGIN: "tool", OUTPUT_BEGIN: "tool"},
+        after={OUTPUTS_END: "assistant"},  # the answer after tool outputs has no marker
+        leading="system",
+    )
     _call_separator = "\n"
 
     def _render(
@@ -473,6 +479,11 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
     name = "deepseek_v3.1"
     default_model = "deepseek-ai/DeepSeek-V3.1"
     Options = DeepSeekV31Options
+    message_markers = MessageMarkers(
+        starts={USER: "user", ASSISTANT: "assistant", OUTPUT_BEGIN: "tool"},
+        after={OUTPUT_END: "assistant"},  # the answer after tool outputs has no marker
+        leading="system",
+    )
     _call_separator = ""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:

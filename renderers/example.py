@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from renderers.core.tokens import TokenTable
+from renderers.view import MessageMarkers, TokenFormat, TokenView, supervised_view
 
 __all__ = ["SupervisedExample"]
 
@@ -18,13 +19,16 @@ class SupervisedExample:
     """Token ids and per-token loss weights (1-D NumPy arrays of equal length).
 
     Unpacks like a pair, ``tokens, weights = example``. ``renderer`` names the renderer
-    that made it; ``table`` (not pickled) decodes its tokens for display.
+    that made it; ``table`` and ``markers`` (not pickled) decode its tokens and find its
+    messages for display: ``example.to_html()``, ``print(example.to_text())``, or just
+    ``example`` in a notebook.
     """
 
     tokens: np.ndarray
     weights: np.ndarray
     renderer: str = ""
     table: TokenTable | None = field(default=None, repr=False)
+    markers: MessageMarkers = field(default_factory=MessageMarkers, repr=False)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         yield self.tokens
@@ -43,3 +47,25 @@ class SupervisedExample:
     def num_trained(self) -> int:
         """How many tokens have a non-zero weight."""
         return int(np.count_nonzero(self.weights))
+
+    def view(self, title: str = "") -> TokenView:
+        """The token view: every token with its weight, under its message's header."""
+        if self.table is None:
+            raise ValueError(
+                "this example has no token table (it is not pickled): view it with "
+                "renderers.view.supervised_view(example.tokens, example.weights, renderer)"
+            )
+        fmt = TokenFormat(self.table, self.markers)
+        return supervised_view(self.tokens, self.weights, fmt, title or self.renderer)
+
+    def to_text(self, color: bool = False) -> str:
+        """The token view as terminal text (ANSI colours when ``color``)."""
+        return self.view().to_text(color)
+
+    def to_html(self) -> str:
+        """The token view as one self-contained HTML page."""
+        return self.view().to_html()
+
+    def _repr_html_(self) -> str | None:
+        # Without a table (an unpickled example) a notebook falls back to the repr.
+        return None if self.table is None else self.view()._repr_html_()

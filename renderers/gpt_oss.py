@@ -117,6 +117,7 @@ from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
+from renderers.view.model import MessageMarkers
 
 __all__ = ["GptOssOptions", "GptOssRenderer"]
 
@@ -433,6 +434,7 @@ class GptOssRenderer(Renderer):
     default_model = "openai/gpt-oss-20b"
     Options = GptOssOptions
     roles = ("system", "developer", "user", "assistant", "tool")
+    message_markers = MessageMarkers(starts={"<|start|>": ""})
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)

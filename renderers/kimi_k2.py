@@ -114,6 +114,7 @@ from renderers.rendering import (
     section_closing,
 )
 from renderers.rollout import ExtensionProperty
+from renderers.view.model import MessageMarkers
 
 __all__ = [
     "KimiK2Options",
@@ -168,6 +169,9 @@ class _KimiK2Base(Renderer):
     """What both Kimi-K2 formats share: turns, tools, tool calls, the parser."""
 
     roles = ("system", "user", "assistant", "tool")
+    message_markers = MessageMarkers(
+        starts={"<|im_system|>": "", "<|im_user|>": "", "<|im_assistant|>": ""}
+    )
     _has_thinking = False
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:

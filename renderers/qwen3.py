@@ -55,6 +55,7 @@ from renderers.core.parsing import (
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
+from renderers.view.model import MessageMarkers
 
 __all__ = ["Qwen3Options", "Qwen3Renderer"]
 
@@ -87,6 +88,7 @@ class Qwen3Renderer(Renderer):
     default_model = "Qwen/Qwen3-8B"
     Options = Qwen3Options
     roles = ("system", "user", "assistant", "tool")
+    message_markers = MessageMarkers(starts={"<|im_start|>": ""})
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)

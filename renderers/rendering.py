@@ -31,6 +31,7 @@ from renderers.core.tokens import TokenTable, token_table
 from renderers.core.writer import TokenWriter
 from renderers.example import SupervisedExample
 from renderers.rollout import ExtensionProperty, Rollout
+from renderers.view.model import MessageMarkers
 
 __all__ = [
     "Renderer",
@@ -74,6 +75,10 @@ class Renderer:
     model_ids: ClassVar[tuple[str, ...]] = ()
     """Hub model ids this renderer answers to in :func:`renderers.get_renderer` (the
     default model first)."""
+
+    message_markers: ClassVar[MessageMarkers] = MessageMarkers()
+    """The control tokens that begin the format's messages: token views draw message
+    boundaries from them, on any ids of the format (see :mod:`renderers.view`)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
@@ -153,6 +158,7 @@ class Renderer:
                 np.ones(len(ids), dtype=np.float32),
                 self.name,
                 self.table,
+                markers=self.message_markers,
             )
         assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
         if not assistants:
@@ -163,7 +169,9 @@ class Renderer:
         for i in assistants if mode is TrainOn.ALL_ASSISTANT else assistants[-1:]:
             trained[i] = True
         tokens, weights = writer.ids_and_weights(trained)
-        return SupervisedExample(tokens, weights, self.name, self.table)
+        return SupervisedExample(
+            tokens, weights, self.name, self.table, markers=self.message_markers
+        )
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt)."""

@@ -11,7 +11,7 @@ from renderers.cli.models import options_help, renderer_from_args
 from renderers.registry import renderer_classes
 from renderers.rendering import TrainOn
 
-__all__ = ["add_parser", "read_conversation"]
+__all__ = ["add_parser", "read_conversation", "split_conversation"]
 
 
 def add_parser(sub: Any) -> None:
@@ -49,7 +49,11 @@ def add_parser(sub: Any) -> None:
 def read_conversation(path: str) -> tuple[list[Any], list[Any] | None]:
     """Messages and tools from a JSON file: a list of messages, or an object with
     ``messages`` and optional ``tools``."""
-    data = load_json(read_text(path), f"{path if path != '-' else 'stdin'}")
+    return split_conversation(load_json(read_text(path), f"{path if path != '-' else 'stdin'}"))
+
+
+def split_conversation(data: Any) -> tuple[list[Any], list[Any] | None]:
+    """Messages and tools from a conversation's JSON value (see :func:`read_conversation`)."""
     tools = None
     if isinstance(data, dict):
         tools = data.get("tools")
