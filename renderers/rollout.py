@@ -29,6 +29,7 @@ import numpy as np
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.parsing import ParseIssue, ParseResult, Termination
 from renderers.core.tokens import TokenTable
+from renderers.view import MessageMarkers, TokenView, supervised_view
 
 __all__ = [
     "DoneReason",
@@ -51,6 +52,9 @@ class TurnRenderer(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def message_markers(self) -> MessageMarkers: ...
 
     def changed_options(self) -> dict[str, Any]: ...
 
@@ -440,6 +444,19 @@ class Rollout:
         return self.done_reason is not None
 
     # -- plain form and pickling --------------------------------------------------------
+
+    def view(self, title: str = "") -> TokenView:
+        """The episode for a person (:mod:`renderers.view`): every token with its weight, a
+        header per message, each completion's parts outlined and its issues marked; print
+        it, ``to_html()`` it, or let a notebook show it."""
+        starts = [t.start for t in self._turns if t.kind is TurnKind.COMPLETION]
+        return supervised_view(
+            self.tokens,
+            self.weights,
+            self.renderer,
+            title,
+            completions=list(zip(starts, self.results, strict=True)),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The rollout as plain, JSON-serialisable data (:meth:`from_dict` reads it back).

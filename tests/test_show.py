@@ -97,6 +97,21 @@ def test_show_prints_a_conversation_token_by_token(
     assert "\x1b[" not in proc.stdout  # not a terminal: plain markers, no colour
 
 
+def test_show_reads_a_rollout_saved_with_to_dict_and_outlines_its_parts(
+    qwen3: Renderer, tmp_path: Path, run: Callable[..., Outcome]
+) -> None:
+    rollout, _, _ = _qwen3_rollout(qwen3)
+    path = tmp_path / "rollout.json"
+    path.write_text(json.dumps(rollout.to_dict()))
+    page = tmp_path / "rollout.html"
+    proc = run("show", "--model", "qwen3", str(path), "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    html = page.read_text(encoding="utf-8")
+    view = rollout.view("qwen3 · rollout.json")
+    assert [p.kind for p in view.parts] == ["thinking", "tool_call", "text"]
+    assert html == view.to_html()
+
+
 def test_show_colours_on_a_terminal_unless_no_color_is_set(
     tmp_path: Path, run: Callable[..., Outcome]
 ) -> None:

@@ -404,3 +404,15 @@ def test_a_rollout_shows_each_sampled_turn_with_its_parts() -> None:
     assert [p.kind for p in view.parts] == ["thinking", "tool_call", "text"]
     trained = [(a, b) for a, b in _runs(view.weights != 0)]
     assert trained == [(s, s + len(c)) for (s, _), c in zip(parsed, completions, strict=True)]
+
+
+def test_a_rollout_views_itself_with_each_completions_parts() -> None:
+    r = renderer("qwen3")
+    rollout, parsed, _ = _qwen3_rollout(r)
+    own = rollout.view()
+    given = supervised_view(rollout.tokens, rollout.weights, r, completions=parsed)
+    assert [(p.kind, p.start, p.end) for p in own.parts] == [
+        (p.kind, p.start, p.end) for p in given.parts
+    ]
+    assert own.parts and own.ids.tolist() == rollout.tokens.tolist()
+    assert own.weights.tolist() == rollout.weights.tolist()

@@ -22,6 +22,7 @@ from renderers.cli.models import renderer_from_args
 from renderers.cli.parse import parse_ids
 from renderers.cli.render import split_conversation
 from renderers.rendering import Renderer, TrainOn
+from renderers.rollout import Rollout
 from renderers.view import TokenView, completion_view, supervised_view
 
 __all__ = ["add_parser"]
@@ -41,8 +42,9 @@ def add_parser(sub: Any) -> None:
         '{"messages": [...], "tools": [...]}), rendered as a supervised example; a row of a '
         "dataset `renderers prepare` wrote (input_ids with weights, loss_mask or labels; "
         "Parquet, Arrow, JSONL or a JSON list, picked with --row; packed rows split at "
-        'seq_lens); or {"tokens", "weights"}, as `renderers render --supervised` prints '
-        "them or a rollout holds them. With --parse, INPUT holds sampled token ids: their "
+        "seq_lens); a rollout saved with Rollout.to_dict() (each completion's parts "
+        'outlined); or {"tokens", "weights"}, as `renderers render --supervised` prints '
+        "them. With --parse, INPUT holds sampled token ids: their "
         "parsed parts, spans, termination and issues. Use - for stdin.",
     )
     show.add_argument("input", nargs="?", default="-", help="input file (default: stdin)")
@@ -117,6 +119,8 @@ def _example(args: argparse.Namespace, renderer: Renderer) -> TokenView:
     source = "stdin" if args.input == "-" else args.input
     where = f"{source} row {args.row}" if args.row is not None else source
     title = _title(args, renderer)
+    if isinstance(record, Mapping) and {"turns", "completions", "renderer"} <= record.keys():
+        return Rollout.from_dict(record, renderer).view(title)  # Rollout.to_dict() output
     if isinstance(record, list) or (isinstance(record, Mapping) and "messages" in record):
         messages, tools = split_conversation(record)
         if args.tools:
