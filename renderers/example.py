@@ -19,12 +19,15 @@ class SupervisedExample:
 
     Unpacks like a pair, ``tokens, weights = example``. ``renderer`` names the renderer
     that made it; ``table`` (not pickled) decodes its tokens for display.
+    ``message_indices`` (int32, when asked for with ``attribution=True``) holds the index
+    of the message each token belongs to, -1 for template text outside any message.
     """
 
     tokens: np.ndarray
     weights: np.ndarray
     renderer: str = ""
     table: TokenTable | None = field(default=None, repr=False)
+    message_indices: np.ndarray | None = field(default=None, repr=False)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         yield self.tokens
@@ -37,7 +40,10 @@ class SupervisedExample:
         return (self.tokens, self.weights)[index]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SupervisedExample, (self.tokens, self.weights, self.renderer))
+        return (
+            SupervisedExample,
+            (self.tokens, self.weights, self.renderer, None, self.message_indices),
+        )
 
     @property
     def num_trained(self) -> int:
