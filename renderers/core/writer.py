@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -188,16 +187,18 @@ class TokenWriter:
                 weights.append(first)
                 messages.append(segment_msgs[0])
             else:
-                segment, spans = _token_pieces(self._table, texts)
+                segment, first_piece, last_piece = _token_pieces(self._table, texts)
                 ids += segment
-                counts += [1] * len(segment)
-                for p, q in spans:
-                    if p < 0:  # a token of no text (normalization removed it)
-                        weights.append(0.0)
-                        messages.append(NO_MESSAGE)
-                    else:
-                        weights.append(max(segment_weights[p : q + 1]))
-                        messages.append(max(segment_msgs[p : q + 1]))
+                token_weights = _span_max(np.asarray(segment_weights), first_piece, last_piece, 0.0)
+                token_msgs = _span_max(
+                    np.asarray(segment_msgs), first_piece, last_piece, NO_MESSAGE
+                )
+                # Runs of equal weight and message, as for whole pieces.
+                change = np.flatnonzero((np.diff(token_weights) != 0) | (np.diff(token_msgs) != 0))
+                starts = np.r_[0, change + 1]
+                counts += np.diff(np.r_[starts, len(segment)]).tolist()
+                weights += token_weights[starts].tolist()
+                messages += token_msgs[starts].tolist()
             k = j
         return IdsAndWeights(
             np.asarray(ids, dtype=np.int64),
@@ -233,32 +234,35 @@ def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
     return result
 
 
-def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
+def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The ids of adjacent text pieces (which merge into tokens) and, for each token, the
-    first and last piece its bytes come from (``(-1, -1)`` for a token of no text)."""
+    first and last piece its bytes come from (-1 for a token of no text)."""
     text = "".join(texts)
     ids = table.encode(text)
-    id_bytes = table.id_to_bytes
     data = text.encode("utf-8")
-    if b"".join(map(id_bytes.__getitem__, ids)) != data:
+    if b"".join(map(table.id_to_bytes.__getitem__, ids)) != data:
         # The tokenizer normalized the text: map tokens to pieces by their character spans.
         ids, offsets = table.encode_with_offsets(text)
-        piece_of_char = np.repeat(np.arange(len(texts)), [len(t) for t in texts])
-        return ids, [
-            (int(piece_of_char[a]), int(piece_of_char[b - 1])) if b > a else (-1, -1)
-            for a, b in offsets
-        ]
-    piece_ends = list(accumulate(len(t.encode("utf-8")) for t in texts))
-    spans = []
-    p = 0
-    start = 0
-    for t in ids:
-        end = start + len(id_bytes[t])
-        while piece_ends[p] <= start:  # the piece holding the token's first byte
-            p += 1
-        q = p
-        while piece_ends[q] < end:  # and every later piece it reaches into
-            q += 1
-        spans.append((p, q))
-        start = end
-    return ids, spans
+        bounds = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+        piece_ends = np.cumsum([len(t) for t in texts])
+    else:
+        lengths = table.length_array[np.asarray(ids, dtype=np.int64)]
+        ends = np.cumsum(lengths)
+        bounds = np.stack([ends - lengths, ends], 1)
+        piece_ends = np.cumsum([len(t.encode("utf-8")) for t in texts])
+    empty = bounds[:, 1] <= bounds[:, 0]
+    first = np.searchsorted(piece_ends, bounds[:, 0], side="right")
+    last = np.searchsorted(piece_ends, bounds[:, 1] - 1, side="right")
+    first[empty] = -1
+    last[empty] = -1
+    return ids, first, last
+
+
+def _span_max(values: np.ndarray, first: np.ndarray, last: np.ndarray, empty: float) -> np.ndarray:
+    """For each token, the largest of ``values[first:last + 1]`` (``empty`` for a token of
+    no text, whose ``first`` is -1)."""
+    out = values[np.maximum(first, 0)]
+    for k in np.flatnonzero(last > first):  # tokens across pieces are few
+        out[k] = values[first[k] : last[k] + 1].max()
+    out[first < 0] = empty
+    return out

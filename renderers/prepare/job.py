@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +48,7 @@ class PrepareStats:
     seconds: float = 0.0
     conversations_per_second: float = 0.0
     tokens_per_second: float = 0.0
+    peak_worker_rss_mib: float = 0.0
     rejects: str | None = None
     errors_by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -102,7 +104,8 @@ def run_prepare(
     writer = _AtomicTable(output, stats.output_format)
     reject_file = _AtomicText(rejects) if rejects is not None and skipping else None
     try:
-        for table in _mapped(source, mapper, num_proc, batch_size):
+        for table, rss in _mapped(source, mapper, num_proc, batch_size):
+            stats.peak_worker_rss_mib = max(stats.peak_worker_rss_mib, rss)
             good = _account(table, stats, reject_file)
             if bar is not None:
                 bar.update(table.num_rows)
@@ -185,18 +188,24 @@ def _init_worker(mapper: ConversationMapper) -> None:
     _WORKER_MAPPER = mapper
 
 
-def _work(batch: Batch) -> Any:
+def _work(batch: Batch) -> tuple[Any, float]:
     assert _WORKER_MAPPER is not None
-    return batch.prepare(_WORKER_MAPPER)
+    return _prepared(batch, _WORKER_MAPPER)
+
+
+def _prepared(batch: Batch, mapper: ConversationMapper) -> tuple[Any, float]:
+    """The batch's table and the peak resident memory of this process so far (MiB)."""
+    table = batch.prepare(mapper)
+    return table, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _mapped(
     source: Source, mapper: ConversationMapper, num_proc: int, batch_size: int
-) -> Iterator[Any]:
+) -> Iterator[tuple[Any, float]]:
     batches = source.batches(batch_size)
     if num_proc <= 1:
         for batch in batches:
-            yield batch.prepare(mapper)
+            yield _prepared(batch, mapper)
         return
     # The tokenizer is loaded in this process already; forked workers share it.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
