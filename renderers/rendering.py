@@ -149,8 +149,8 @@ class Renderer:
         any message).
         """
         msgs = coerce_messages(messages)
-        selected = _selected_messages(msgs, train_on, self.roles)
         writer = self._write(msgs, tools, options, add_generation_prompt=False)
+        selected = _selected_messages(msgs, train_on, self.roles)
         everything = selected is None
         message_weights = [
             (m.weight if m.weight is not None else 1.0 if everything or selected[i] else 0.0)

@@ -192,7 +192,7 @@ class ConversationMapper:
         try:
             return None, self._tokenize(row_id, messages, tools, from_arrow)
         except RowError as error:
-            if self.config.on_error == "raise" and error.reason != _DROPPED:
+            if self.config.on_error == "raise" and not error.reason.startswith(_DROPPED):
                 raise
             return error, None
         except (ValueError, TypeError) as exc:
