@@ -152,9 +152,9 @@ class Renderer:
         writer = self._write(msgs, tools, options, add_generation_prompt=False)
         selected = _selected_messages(msgs, train_on, self.roles)
         everything = selected is None
+        chosen = selected if selected is not None else [True] * len(msgs)
         message_weights = [
-            (m.weight if m.weight is not None else 1.0 if everything or selected[i] else 0.0)
-            for i, m in enumerate(msgs)
+            m.weight if m.weight is not None else float(chosen[i]) for i, m in enumerate(msgs)
         ]
         if not everything and not any(message_weights):
             raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")

@@ -49,7 +49,9 @@ def _template_mask(messages: list[dict[str, Any]]) -> tuple[list[int], np.ndarra
 def _message_end(messages: list[dict[str, Any]], i: int) -> int:
     """Where message ``i`` ends, from the template rendering of the prefix up to it (exact
     for user messages in Qwen3, whose rendering does not depend on what follows)."""
-    return len(hf_template_ids(tokenizer_for(MODEL), messages[: i + 1], add_generation_prompt=False))
+    return len(
+        hf_template_ids(tokenizer_for(MODEL), messages[: i + 1], add_generation_prompt=False)
+    )
 
 
 def test_all_assistant_weights_equal_the_generation_tagged_template(qwen3: Any) -> None:

@@ -45,7 +45,12 @@ def test_datasets_map_with_two_processes_keeps_order_and_rows() -> None:
     dataset = datasets.Dataset.from_list(ROWS)
     mapper = ConversationMapper(MODEL)
     out = dataset.map(
-        mapper, batched=True, batch_size=5, num_proc=2, with_indices=True, remove_columns=["messages", "tools"]
+        mapper,
+        batched=True,
+        batch_size=5,
+        num_proc=2,
+        with_indices=True,
+        remove_columns=["messages", "tools"],
     )
     assert out["row_id"] == list(range(len(ROWS)))
     for k in (0, 11, 23):
@@ -115,15 +120,27 @@ def test_prepare_skips_bad_rows_to_the_rejects_file(
     _write_jsonl(data, rows)
     out = tmp_path / "out.parquet"
     stats = tmp_path / "stats.json"
-    code = main([
-        "prepare", "--model", MODEL, str(data), "-o", str(out), "--on-error", "skip",
-        "--stats", str(stats),
-    ])
+    code = main(
+        [
+            "prepare",
+            "--model",
+            MODEL,
+            str(data),
+            "-o",
+            str(out),
+            "--on-error",
+            "skip",
+            "--stats",
+            str(stats),
+        ]
+    )
     assert code == 0
     table = pq.read_table(out)
     assert table.column("row_id").to_pylist() == [0, 1, 5]
     assert table.column("input_ids")[2].as_py() == _expected(ROWS[2])[0]
-    rejects = [json.loads(line) for line in (tmp_path / "out.rejects.jsonl").read_text().splitlines()]
+    rejects = [
+        json.loads(line) for line in (tmp_path / "out.rejects.jsonl").read_text().splitlines()
+    ]
     assert [(r["row_id"], r["message_index"]) for r in rejects] == [(2, 0), (3, None), (4, None)]
     assert "unknown role 'robot'" in rejects[0]["error"]
     assert "not valid JSON" in rejects[1]["error"]
@@ -151,8 +168,20 @@ def test_prepare_usage_errors_exit_2(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     _write_jsonl(data, ROWS[:1])
     with pytest.raises(SystemExit) as exit_info:
-        main(["prepare", "--model", MODEL, str(data), "-o", str(tmp_path / "o.parquet"),
-              "--pack", "100", "--max-length", "200"])
+        main(
+            [
+                "prepare",
+                "--model",
+                MODEL,
+                str(data),
+                "-o",
+                str(tmp_path / "o.parquet"),
+                "--pack",
+                "100",
+                "--max-length",
+                "200",
+            ]
+        )
     assert exit_info.value.code == 2
 
 
@@ -163,8 +192,19 @@ def test_max_length_policies(policy: str, tmp_path: Path) -> None:
     lengths = [len(_expected(r)[0]) for r in ROWS[:6]]
     limit = sorted(lengths)[3]
     out = tmp_path / "out.jsonl"
-    args = ["prepare", "--model", MODEL, str(data), "-o", str(out), "--max-length", str(limit),
-            "--overflow", policy, "-q"]
+    args = [
+        "prepare",
+        "--model",
+        MODEL,
+        str(data),
+        "-o",
+        str(out),
+        "--max-length",
+        str(limit),
+        "--overflow",
+        policy,
+        "-q",
+    ]
     if policy == "error":
         assert main(args) == 1
         assert not out.exists()
@@ -186,10 +226,29 @@ def test_packing_keeps_order_and_no_label_crosses_conversations(tmp_path: Path) 
     pq.write_table(pa.Table.from_pylist(ROWS[:10]), data)
     out = tmp_path / "packed.parquet"
     length = 4096
-    assert main([
-        "prepare", "--model", MODEL, str(data), "-o", str(out), "--pack", str(length),
-        "--shifted", "--overflow", "drop", "--batch-size", "3", "--num-proc", "2", "-q",
-    ]) == 0
+    assert (
+        main(
+            [
+                "prepare",
+                "--model",
+                MODEL,
+                str(data),
+                "-o",
+                str(out),
+                "--pack",
+                str(length),
+                "--shifted",
+                "--overflow",
+                "drop",
+                "--batch-size",
+                "3",
+                "--num-proc",
+                "2",
+                "-q",
+            ]
+        )
+        == 0
+    )
     packed = pq.read_table(out).to_pylist()
     row_ids = [i for row in packed for i in row["row_ids"]]
     assert row_ids == sorted(row_ids)
@@ -212,4 +271,6 @@ def test_packing_keeps_order_and_no_label_crosses_conversations(tmp_path: Path) 
         {"messages": [r["messages"] for r in ROWS[:10]], "tools": [r["tools"] for r in ROWS[:10]]},
         list(range(10)),
     )
-    assert pack_table(unpacked, length).column("row_ids").to_pylist() == [r["row_ids"] for r in packed]
+    assert pack_table(unpacked, length).column("row_ids").to_pylist() == [
+        r["row_ids"] for r in packed
+    ]

@@ -64,7 +64,10 @@ CONVERSATION = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
         ],
     },
     {"role": "tool", "content": "18 C"},
@@ -122,6 +125,7 @@ def test_without_nulls_drops_null_keys_and_keeps_unchanged_objects() -> None:
 
 
 # -- a real Parquet round trip ------------------------------------------------------------
+
 
 def _with_dict_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = copy.deepcopy(messages)

@@ -283,10 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", default="qwen3")
     parser.add_argument("--num-proc", type=int, default=2)
     parser.add_argument("--output", "-o", type=Path, default=Path("bench-results"))
-    parser.add_argument("--quick", action="store_true", help="200 conversations (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="100 conversations (a smoke test)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    n = 200 if args.quick else args.conversations
+    n = 100 if args.quick else args.conversations
     rows = generate_corpus(n, args.seed)
     lines = [
         "| model | runner | conversations/s | tokens/s | vs template | peak RSS/worker (MiB) |",

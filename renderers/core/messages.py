@@ -306,11 +306,14 @@ def _weight_field(data: Mapping[str, Any]) -> float | None:
 
 
 def _checked_weight(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    number = None
+    if type(value) is not bool and isinstance(value, (int, float, numbers.Real)):
+        number = float(value)
+    if number is None or not number >= 0:  # also rejects NaN
         raise ValueError(f"{key}: expected a number >= 0, got {value!r}")
-    if value == float("inf"):
+    if number == float("inf"):
         raise ValueError(f"{key}: expected a finite number, got {value!r}")
-    return float(value)
+    return number
 
 
 def _content_parts(content: Any) -> list[Part]:

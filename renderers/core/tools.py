@@ -33,7 +33,7 @@ from typing import Any
 __all__ = ["normalize_tools", "without_nulls"]
 
 
-def normalize_tools(tools: Any) -> list[dict[str, Any]] | None:
+def normalize_tools(tools: Any) -> list[Mapping[str, Any]] | None:
     """``tools`` as a list of OpenAI chat-shaped tool dicts (``None`` stays ``None``).
 
     Errors are ``ValueError`` naming the tool index and field, e.g.

@@ -261,7 +261,7 @@ def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], np.nd
 def _span_max(values: np.ndarray, first: np.ndarray, last: np.ndarray, empty: float) -> np.ndarray:
     """For each token, the largest of ``values[first:last + 1]`` (``empty`` for a token of
     no text, whose ``first`` is -1)."""
-    out = values[np.maximum(first, 0)]
+    out: np.ndarray = values[np.maximum(first, 0)]
     for k in np.flatnonzero(last > first):  # tokens across pieces are few
         out[k] = values[first[k] : last[k] + 1].max()
     out[first < 0] = empty

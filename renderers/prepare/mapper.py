@@ -191,17 +191,17 @@ class ConversationMapper:
         ``on_error="raise"``)."""
         try:
             return None, self._tokenize(row_id, messages, tools, from_arrow)
-        except RowError as error:
-            if self.config.on_error == "raise" and not error.reason.startswith(_DROPPED):
+        except RowError as dropped:
+            if self.config.on_error == "raise" and not dropped.reason.startswith(_DROPPED):
                 raise
-            return error, None
+            return dropped, None
         except (ValueError, TypeError) as exc:
             text = str(exc)
             match = _MESSAGE_INDEX.match(text)
-            error = RowError(row_id, text, int(match.group(1)) if match else None)
+            failed = RowError(row_id, text, int(match.group(1)) if match else None)
             if self.config.on_error == "raise":
-                raise error from None
-            return error, None
+                raise failed from None
+            return failed, None
 
     def _tokenize(self, row_id: Any, messages: Any, tools: Any, from_arrow: bool) -> _Row:
         config = self.config
