@@ -6,19 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from renderers.cli.common import UsageError, add_model_argument, add_option_argument
 from renderers.cli.models import renderer_from_args
-from renderers.prepare import (
-    ConversationMapper,
-    PrepareConfig,
-    PrepareStats,
-    open_source,
-    run_prepare,
-)
-from renderers.prepare.job import output_format
 from renderers.rendering import TrainOn
+
+if TYPE_CHECKING:
+    from renderers.prepare import PrepareConfig, PrepareStats
 
 __all__ = ["add_parser", "summary"]
 
@@ -97,6 +92,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    # Imported here: the data extra (pyarrow) is optional for the other subcommands.
+    from renderers.prepare import ConversationMapper, open_source, run_prepare
+    from renderers.prepare.job import output_format
+
     config = _config(args)
     output_format(args.output)  # an unknown extension fails before any work
     if args.num_proc < 1:
@@ -132,6 +131,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _config(args: argparse.Namespace) -> PrepareConfig:
+    from renderers.prepare import PrepareConfig
+
     train_on: str | tuple[str, ...] = args.train_on
     if args.train_on not in {t.value for t in TrainOn}:
         train_on = tuple(r.strip() for r in args.train_on.split(",") if r.strip())

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from renderers.prepare.mapper import ConversationMapper, require
+from renderers.prepare.mapper import ConversationMapper, pa, pc, pq
 from renderers.prepare.packing import Packer
 from renderers.prepare.sources import Batch, Source
 
@@ -138,7 +138,6 @@ def run_prepare(
 
 def _account(table: Any, stats: PrepareStats, rejects: _AtomicText | None) -> Any:
     """Count a mapped table, list its rejected rows, return its good rows."""
-    pc = require("pyarrow.compute")
     errors = table.column("error")
     stats.rows_read += table.num_rows
     failed = pc.is_valid(errors)
@@ -273,10 +272,8 @@ class _AtomicTable(_Atomic):
                 self._text.write(json.dumps(row, ensure_ascii=False) + "\n")
             return
         if self._writer is None:
-            pa = require("pyarrow")
             self._schema = table.schema
             if self.format == "parquet":
-                pq = require("pyarrow.parquet")
                 self._writer = pq.ParquetWriter(self.temporary, self._schema)
             else:
                 self._sink = pa.OSFile(str(self.temporary), "wb")

@@ -12,20 +12,35 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+except ImportError:  # the data extra
+    raise ImportError(
+        "renderers.prepare needs pyarrow: pip install 'exact-renderers[data]'"
+    ) from None
 
 from renderers.core.tools import without_nulls
 from renderers.registry import get_renderer
 from renderers.rendering import Renderer, TrainOn
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-__all__ = ["IGNORE_INDEX", "ConversationMapper", "PrepareConfig", "RowError", "require"]
+__all__ = [
+    "IGNORE_INDEX",
+    "ConversationMapper",
+    "PrepareConfig",
+    "RowError",
+    "missing_extra",
+    "pa",
+    "pc",
+    "pq",
+]
 
 IGNORE_INDEX = -100
 """The label of a token that is not trained (PyTorch's ``CrossEntropyLoss`` default)."""
@@ -34,16 +49,9 @@ Overflow = Literal["error", "drop", "truncate"]
 OnError = Literal["raise", "skip"]
 
 
-def require(module: str, extra: str = "data") -> Any:
-    """Import an optional dependency, or fail in one line naming the extra that has it."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f"{module} is needed for this; install it with: pip install 'exact-renderers[{extra}]'"
-        ) from None
+def missing_extra(module: str, extra: str = "data") -> ImportError:
+    """The one-line error for an optional dependency that is not installed."""
+    return ImportError(f"{module} is needed for this: pip install 'exact-renderers[{extra}]'")
 
 
 class RowError(ValueError):
@@ -136,7 +144,6 @@ class ConversationMapper:
             raise TypeError("renderer_options apply to a renderer given by name")
         self.renderer = renderer
         self.config = config
-        self._train_on: str | Collection[str] = config.train_on
 
     def __repr__(self) -> str:
         return f"ConversationMapper({self.renderer!r}, {self.config!r})"
@@ -246,7 +253,6 @@ class ConversationMapper:
 
     def table(self, row_ids: list[Any], built: list[RowResult]) -> pa.Table:
         """The columns of rows made by :meth:`row` (an error row has no tokens)."""
-        pa = require("pyarrow")
         config = self.config
         empty = _Row(_NO_IDS, _NO_WEIGHTS, _NO_INDICES if config.attribution else None, 0)
         rows = [row if row is not None else empty for _, row in built]

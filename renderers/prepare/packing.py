@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from renderers.prepare.mapper import require
+from renderers.prepare.mapper import pa, pc
 
 __all__ = ["TOKEN_COLUMNS", "Packer", "pack_table"]
 
@@ -54,9 +54,8 @@ class Packer:
 
     def add(self, table: Any) -> Iterator[Any]:
         """Packed tables complete so far."""
-        pa = require("pyarrow")
         if "error" in table.column_names:  # rows a mapper skipped have no tokens to pack
-            table = table.filter(require("pyarrow.compute").is_null(table.column("error")))
+            table = table.filter(pc.is_null(table.column("error")))
             table = table.drop_columns(["error", "error_message_index"])
         if self._open is not None and self._open.num_rows:
             table = pa.concat_tables([self._open, table.select(self._open.column_names)])
@@ -99,7 +98,6 @@ def _next_fit(lengths: np.ndarray, length: int) -> np.ndarray:
 
 
 def _packed(table: Any, groups: np.ndarray) -> Any:
-    pa = require("pyarrow")
     lengths = table.column("num_tokens").to_numpy().astype(np.int64)
     starts = np.flatnonzero(np.diff(groups, prepend=-1))  # the first row of each group
     rows_per_group = np.diff(np.r_[starts, len(groups)])
@@ -130,7 +128,6 @@ def _packed(table: Any, groups: np.ndarray) -> Any:
 
 
 def _concat(tables: Iterable[Any], like: Any) -> Any:
-    pa = require("pyarrow")
     tables = list(tables)
     if tables:
         return pa.concat_tables(tables)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from renderers.prepare.mapper import ConversationMapper, RowResult, require
+from renderers.prepare.mapper import ConversationMapper, RowResult, missing_extra, pa, pq
 
 __all__ = ["Batch", "Source", "open_source"]
 
@@ -71,7 +71,7 @@ class Source:
         total = 0
         for path in self.files:
             if path.suffix == ".parquet":
-                total += require("pyarrow.parquet").ParquetFile(path).metadata.num_rows
+                total += pq.ParquetFile(path).metadata.num_rows
             elif path.suffix == ".jsonl":
                 with path.open("rb") as f:
                     total += sum(1 for line in f if line.strip())
@@ -95,8 +95,7 @@ class Source:
 
 def _file_batches(path: Path, batch_size: int, start: int) -> Iterator[Batch]:
     if path.suffix == ".parquet":
-        parquet = require("pyarrow.parquet").ParquetFile(path)
-        pa = require("pyarrow")
+        parquet = pq.ParquetFile(path)
         for record_batch in parquet.iter_batches(batch_size=batch_size):
             yield Batch(start, "arrow", pa.Table.from_batches([record_batch]))
             start += record_batch.num_rows
@@ -136,7 +135,7 @@ def open_source(spec: str, split: str = "train") -> Source:
         return Source(spec, (path,))
     if path.is_dir():
         if (path / "dataset_info.json").exists() or (path / "state.json").exists():
-            datasets = require("datasets")
+            datasets = _datasets()
             loaded = datasets.load_from_disk(str(path))
             if isinstance(loaded, datasets.DatasetDict):
                 loaded = loaded[split]
@@ -145,7 +144,7 @@ def open_source(spec: str, split: str = "train") -> Source:
         if not files:
             raise ValueError(f"{spec}: no .jsonl, .json or .parquet files in this folder")
         return Source(spec, files)
-    datasets = require("datasets")
+    datasets = _datasets()
     try:
         loaded = datasets.load_dataset(spec, split=split)
     except Exception as exc:  # datasets raises many kinds for a name it cannot resolve
@@ -154,3 +153,11 @@ def open_source(spec: str, split: str = "train") -> Source:
             f"{spec}: no such file or folder, and not a loadable dataset ({first})"
         ) from None
     return Source(spec, (), loaded)
+
+
+def _datasets() -> Any:
+    try:
+        import datasets
+    except ImportError:
+        raise missing_extra("datasets") from None
+    return datasets
