@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from renderers.prepare.mapper import ConversationMapper, pa, pc, pq
-from renderers.prepare.packing import Packer
+from renderers.prepare.packing import Packer, pack_table
 from renderers.prepare.sources import Batch, Source
 
 __all__ = ["OUTPUT_FORMATS", "PrepareStats", "output_format", "run_prepare"]
@@ -119,6 +119,9 @@ def run_prepare(
             for packed in packer.finish():
                 writer.write(packed)
                 stats.packed_rows = (stats.packed_rows or 0) + packed.num_rows
+        if not writer.started:  # no row at all: an empty file with the columns
+            empty = mapper.table([], []).drop_columns(["error", "error_message_index"])
+            writer.write(empty if packer is None else pack_table(empty, packer.length))
         writer.commit()
         if reject_file is not None:
             reject_file.commit()
@@ -266,6 +269,10 @@ class _AtomicTable(_Atomic):
         self._schema: Any = None
         self._text = self.temporary.open("w", encoding="utf-8") if fmt == "jsonl" else None
 
+    @property
+    def started(self) -> bool:
+        return self._writer is not None or (self._text is not None and self._text.tell() > 0)
+
     def write(self, table: Any) -> None:
         if self._text is not None:
             for row in table.to_pylist():
@@ -290,5 +297,3 @@ class _AtomicTable(_Atomic):
             self._writer = None
             if self._sink is not None:
                 self._sink.close()
-        elif not self.temporary.exists():
-            self.temporary.touch()

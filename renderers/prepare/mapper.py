@@ -105,7 +105,7 @@ class PrepareConfig:
             raise ValueError(f"on_error: expected raise or skip, got {self.on_error!r}")
         if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length: expected at least 2 tokens, got {self.max_length}")
-        if isinstance(self.train_on, str) and self.train_on not in TrainOn._value2member_map_:
+        if isinstance(self.train_on, str) and self.train_on not in {t.value for t in TrainOn}:
             choices = ", ".join(t.value for t in TrainOn)
             raise ValueError(
                 f"train_on: expected one of {choices} or a tuple of roles, got {self.train_on!r}"

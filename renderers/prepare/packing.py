@@ -113,7 +113,7 @@ def _packed(table: Any, groups: np.ndarray) -> Any:
             values = table.column(name).combine_chunks().flatten()
             columns[name] = pa.ListArray.from_arrays(token_offsets_pa, values)
     total = int(lengths.sum())
-    segment_starts = np.repeat(np.r_[0, np.cumsum(lengths)[:-1]], lengths)
+    segment_starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
     columns["position_ids"] = pa.ListArray.from_arrays(
         token_offsets_pa, pa.array((np.arange(total) - segment_starts).astype(np.int32))
     )
