@@ -274,3 +274,33 @@ def test_packing_keeps_order_and_no_label_crosses_conversations(tmp_path: Path) 
     assert pack_table(unpacked, length).column("row_ids").to_pylist() == [
         r["row_ids"] for r in packed
     ]
+
+
+def test_inputs_of_every_kind_give_the_same_rows_in_order(tmp_path: Path) -> None:
+    import datasets
+
+    rows = ROWS[:4]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _write_jsonl(folder / "a.jsonl", rows[:2])
+    (folder / "b.json").write_text(json.dumps(rows[2:]), encoding="utf-8")
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_list(rows).save_to_disk(str(saved))
+    results = []
+    for source in (folder, saved):
+        out = tmp_path / f"{source.name}.arrow"
+        assert main(["prepare", "--model", MODEL, str(source), "-o", str(out), "-q"]) == 0
+        results.append(datasets.Dataset.from_file(str(out)))
+    for result in results:
+        assert result["row_id"] == [0, 1, 2, 3]
+        assert result["input_ids"] == [_expected(r)[0] for r in rows]
+
+
+def test_an_empty_input_gives_an_empty_file_with_the_columns(tmp_path: Path) -> None:
+    data = tmp_path / "empty.jsonl"
+    data.write_text("", encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), "-q"]) == 0
+    table = pq.read_table(out)
+    assert table.num_rows == 0
+    assert {"row_id", "input_ids", "labels", "loss_mask"} <= set(table.column_names)
