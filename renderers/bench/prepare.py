@@ -274,6 +274,16 @@ def _time_prepare(model: str, data: Path, num_proc: int, workdir: Path) -> Resul
     )
 
 
+def _median(runs: list[Result]) -> Result:
+    """The run of median time, with the largest peak memory of all runs."""
+    ordered = sorted(runs, key=lambda r: r.seconds)
+    middle = ordered[len(ordered) // 2]
+    peaks = [r.peak_rss_mib for r in runs if r.peak_rss_mib is not None]
+    return Result(
+        middle.name, middle.conversations, middle.tokens, middle.seconds, max(peaks, default=None)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -282,6 +292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default="qwen3")
     parser.add_argument("--num-proc", type=int, default=2)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of template, prepare and prepare --num-proc in turn (medians reported)",
+    )
     parser.add_argument("--output", "-o", type=Path, default=Path("bench-results"))
     parser.add_argument("--quick", action="store_true", help="100 conversations (a smoke test)")
     parser.add_argument("--quiet", action="store_true")
@@ -308,10 +324,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             with data.open("w", encoding="utf-8") as f:
                 for row in rows:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            baseline = _time_template(model, rows, template)
-            results = [baseline]
-            for num_proc in sorted({1, args.num_proc}):
-                results.append(_time_prepare(model, data, num_proc, workdir))
+            # Each round times every runner in turn, so a slow spell of a shared machine
+            # hits all of them; medians over rounds.
+            rounds: list[list[Result]] = []
+            for _ in range(1 if args.quick else args.rounds):
+                measured = [_time_template(model, rows, template)]
+                for num_proc in sorted({1, args.num_proc}):
+                    measured.append(_time_prepare(model, data, num_proc, workdir))
+                rounds.append(measured)
+            results = [_median(list(runs)) for runs in zip(*rounds, strict=True)]
+            baseline = results[0]
         base_rate = baseline.per_second[0]
         for r in results:
             conv_s, tok_s = r.per_second
