@@ -95,6 +95,7 @@ def run_prepare(
     )
     if pack_length is not None:
         stats.packed_rows = 0
+    mapper.warm_up()  # one-time set-up here, so forked workers inherit it
     started = time.perf_counter()
     bar = progress(source.count_rows()) if progress is not None else None
     packer = Packer(pack_length) if pack_length is not None else None

@@ -148,6 +148,13 @@ class ConversationMapper:
     def __repr__(self) -> str:
         return f"ConversationMapper({self.renderer!r}, {self.config!r})"
 
+    def warm_up(self) -> None:
+        """Build what the renderer builds on first use (its fast encoder, cached
+        declarations), so worker processes forked after this share it."""
+        self.renderer.build_supervised_example(
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+        )
+
     # -- runner entry points ------------------------------------------------------------
 
     def __call__(self, batch: Any, indices: Sequence[int] | None = None) -> pa.Table:
