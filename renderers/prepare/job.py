@@ -3,6 +3,7 @@ write atomically, list rejected rows, count everything."""
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -210,8 +211,11 @@ def _mapped(
         for batch in batches:
             yield _prepared(batch, mapper)
         return
-    # The tokenizer is loaded in this process already; forked workers share it.
+    # The tokenizer is loaded in this process already; forked workers share it. Objects
+    # made so far leave the garbage collector's view, so that collections in the workers
+    # do not touch (and copy) every page they share with this process.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    gc.freeze()
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
     with context.Pool(num_proc, initializer=_init_worker, initargs=(mapper,)) as pool:
