@@ -21,13 +21,16 @@ class SupervisedExample:
     Unpacks like a pair, ``tokens, weights = example``. ``renderer`` names the renderer
     that made it; ``table`` and ``markers`` (not pickled) decode its tokens and find its
     messages for display: ``example.to_html()``, ``print(example.to_text())``, or just
-    ``example`` in a notebook.
+    ``example`` in a notebook. ``message_indices`` (int32, when asked for with
+    ``attribution=True``) holds the index of the message each token belongs to, -1 for
+    template text outside any message.
     """
 
     tokens: np.ndarray
     weights: np.ndarray
     renderer: str = ""
     table: TokenTable | None = field(default=None, repr=False)
+    message_indices: np.ndarray | None = field(default=None, repr=False)
     markers: MessageMarkers = field(default_factory=MessageMarkers, repr=False)
 
     def __iter__(self) -> Iterator[np.ndarray]:
@@ -41,7 +44,10 @@ class SupervisedExample:
         return (self.tokens, self.weights)[index]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SupervisedExample, (self.tokens, self.weights, self.renderer))
+        return (
+            SupervisedExample,
+            (self.tokens, self.weights, self.renderer, None, self.message_indices),
+        )
 
     @property
     def num_trained(self) -> int:

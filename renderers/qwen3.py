@@ -122,19 +122,19 @@ class Qwen3Renderer(Renderer):
             w.control(self.im_start)
             w.text("system\n")
             if first_is_system:
-                w.text(plain_text(messages[0], 0, "qwen3") + "\n\n")
+                w.text(plain_text(messages[0], 0, "qwen3") + "\n\n", 0)
             w.template(_TOOLS_INTRO)
             for tool in tools:
                 w.text("\n" + json.dumps(tool, ensure_ascii=False))
             w.template(_TOOLS_OUTRO)
         elif first_is_system:
-            self._turn(w, "system", plain_text(messages[0], 0, "qwen3"))
+            self._turn(w, "system", plain_text(messages[0], 0, "qwen3"), 0)
 
         last_query = _last_query_index(messages)
         n = len(messages)
         for i, m in enumerate(messages):
             if m.role == "user" or (m.role == "system" and i > 0):
-                self._turn(w, m.role, plain_text(m, i, "qwen3"))
+                self._turn(w, m.role, plain_text(m, i, "qwen3"), i)
             elif m.role == "assistant":
                 parts = _assistant_parts(m)
                 keep_thinking = i > last_query or not options.strip_thinking_history
@@ -143,26 +143,26 @@ class Qwen3Renderer(Renderer):
                 self._assistant(w, parts, i, think_block, options)
             elif m.role == "tool":
                 if i == 0 or messages[i - 1].role != "tool":
-                    w.control(self.im_start)
-                    w.text("user")
-                w.text("\n")
-                w.control(self.tool_response)
-                w.text("\n" + plain_text(m, i, "qwen3") + "\n")
-                w.control(self.tool_response_end)
+                    w.control(self.im_start, i)
+                    w.text("user", i)
+                w.text("\n", i)
+                w.control(self.tool_response, i)
+                w.text("\n" + plain_text(m, i, "qwen3") + "\n", i)
+                w.control(self.tool_response_end, i)
                 if i == n - 1 or messages[i + 1].role != "tool":
-                    w.control(self.im_end)
-                    w.text("\n")
+                    w.control(self.im_end, i)
+                    w.text("\n", i)
         if add_generation_prompt:
             w.control(self.im_start)
             w.text("assistant\n")
             if not options.enable_thinking:
                 self._empty_think_block(w, -1, False)
 
-    def _turn(self, w: TokenWriter, role: str, text: str) -> None:
-        w.control(self.im_start)
-        w.text(role + "\n" + text)
-        w.control(self.im_end)
-        w.text("\n")
+    def _turn(self, w: TokenWriter, role: str, text: str, i: int) -> None:
+        w.control(self.im_start, i)
+        w.text(role + "\n" + text, i)
+        w.control(self.im_end, i)
+        w.text("\n", i)
 
     def _empty_think_block(self, w: TokenWriter, msg: int, sampled: bool) -> None:
         w.control(self.think, msg, sampled)

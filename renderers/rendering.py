@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -28,6 +28,7 @@ from renderers.core.messages import (
 from renderers.core.options import options_from_text, with_options
 from renderers.core.parsing import ParseResult, StreamParser
 from renderers.core.tokens import TokenTable, token_table
+from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter
 from renderers.example import SupervisedExample
 from renderers.rollout import ExtensionProperty, Rollout
@@ -43,10 +44,15 @@ __all__ = [
 
 
 class TrainOn(StrEnum):
-    """Which tokens of a supervised example get weight 1."""
+    """Which messages of a supervised example are trained (a message's own ``weight``
+    overrides the mode for that message)."""
 
     LAST_ASSISTANT = "last_assistant"
     """What the model samples for the last assistant message (body and stop token)."""
+    LAST_TURN = "last_turn"
+    """What the model samples for the last whole assistant turn: the last assistant
+    message and the assistant messages of the run of assistant and tool messages it ends
+    (tool calls, then the final answer), like tinker-cookbook's ``LAST_ASSISTANT_TURN``."""
     ALL_ASSISTANT = "all_assistant"
     """What the model samples for every assistant message."""
     ALL = "all"
@@ -138,39 +144,43 @@ class Renderer:
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
-        train_on: TrainOn | str = TrainOn.LAST_ASSISTANT,
+        train_on: TrainOn | str | Collection[str] = TrainOn.LAST_ASSISTANT,
+        *,
+        train_end_of_turn: bool = True,
+        attribution: bool = False,
         **options: Any,
     ) -> SupervisedExample:
         """Tokens of the whole conversation (as the official template renders it) and loss
-        weights: 1 on the tokens the model samples for the trained messages, including the
-        token that ends each of them, 0 elsewhere."""
-        try:
-            mode = TrainOn(train_on)
-        except ValueError:
-            choices = ", ".join(repr(t.value) for t in TrainOn)
-            raise ValueError(f"train_on: expected one of {choices}, got {train_on!r}") from None
+        weights.
+
+        ``train_on`` is a :class:`TrainOn` mode or a collection of roles (every message of
+        those roles is trained). A trained assistant message gets weight 1 on the tokens
+        the model samples for it, including the token that ends it (unless
+        ``train_end_of_turn=False``); a trained message of another role on all of its
+        tokens. A message's own ``weight`` (``Message.weight``; ``weight``, ``train`` or
+        ``trainable`` in a dict) replaces the mode's choice for it. ``attribution=True``
+        also fills ``message_indices``: the message each token belongs to (-1 outside
+        any message).
+        """
         msgs = coerce_messages(messages)
         writer = self._write(msgs, tools, options, add_generation_prompt=False)
-        if mode is TrainOn.ALL:
-            ids = writer.ids()
-            return SupervisedExample(
-                np.asarray(ids, dtype=np.int64),
-                np.ones(len(ids), dtype=np.float32),
-                self.name,
-                self.table,
-                markers=self.message_markers,
-            )
-        assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
-        if not assistants:
-            raise ValueError(
-                f"train_on={mode.value!r}: the conversation has no assistant message to train on"
-            )
-        trained = [False] * len(msgs)
-        for i in assistants if mode is TrainOn.ALL_ASSISTANT else assistants[-1:]:
-            trained[i] = True
-        tokens, weights = writer.ids_and_weights(trained)
+        selected = _selected_messages(msgs, train_on, self.roles)
+        everything = selected is None
+        chosen = selected if selected is not None else [True] * len(msgs)
+        message_weights = [
+            m.weight if m.weight is not None else float(chosen[i]) for i, m in enumerate(msgs)
+        ]
+        if not everything and not any(message_weights):
+            raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")
+        pieces = writer.piece_weights(
+            message_weights,
+            [everything or m.role != "assistant" for m in msgs],
+            outside=1.0 if everything else 0.0,
+            end_token=train_end_of_turn,
+        )
+        tokens, weights, indices = writer.ids_and_weights(pieces, attribution=attribution)
         return SupervisedExample(
-            tokens, weights, self.name, self.table, markers=self.message_markers
+            tokens, weights, self.name, self.table, indices, markers=self.message_markers
         )
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
@@ -329,7 +339,7 @@ class Renderer:
                     f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
                     f"(expected one of {', '.join(self.roles)})"
                 )
-        tool_list = _check_tools(tools)
+        tool_list = normalize_tools(tools)
         writer = TokenWriter(self.table)
         self._render(
             writer,
@@ -412,12 +422,46 @@ def checked_arguments(part: ToolCallPart, message_index: int) -> str:
     return part.arguments
 
 
-def _check_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]] | None:
-    if tools is None:
-        return None
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise ValueError("tools: expected a list of tool definitions (dicts)")
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, Mapping):
-            raise ValueError(f"tools[{i}]: expected a dict, got {type(tool).__name__}")
-    return list(tools)
+def _selected_messages(
+    messages: list[Message], train_on: TrainOn | str | Collection[str], roles: Sequence[str]
+) -> list[bool] | None:
+    """Which messages ``train_on`` trains (``None``: every token, :attr:`TrainOn.ALL`)."""
+    if isinstance(train_on, str):
+        try:
+            mode = TrainOn(train_on)
+        except ValueError:
+            choices = ", ".join(repr(t.value) for t in TrainOn)
+            raise ValueError(
+                f"train_on: expected one of {choices} or a collection of roles, got {train_on!r}"
+            ) from None
+        if mode is TrainOn.ALL:
+            return None
+        assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        if not assistants and all(m.weight is None for m in messages):
+            raise ValueError(
+                f"train_on={mode.value!r}: the conversation has no assistant message to train on"
+            )
+        if mode is TrainOn.LAST_ASSISTANT:
+            chosen = set(assistants[-1:])
+        elif mode is TrainOn.LAST_TURN:
+            start = assistants[-1]
+            while start > 0 and messages[start - 1].role in ("assistant", "tool"):
+                start -= 1
+            chosen = {i for i in assistants if i >= start}
+        else:
+            chosen = set(assistants)
+        return [i in chosen for i in range(len(messages))]
+    wanted = set(train_on)
+    unknown = sorted(wanted - set(roles))
+    if unknown or not wanted:
+        raise ValueError(
+            f"train_on: unknown role(s) {', '.join(map(repr, unknown)) or '(none given)'} "
+            f"(expected {', '.join(roles)})"
+        )
+    return [m.role in wanted for m in messages]
+
+
+def _train_on_label(train_on: TrainOn | str | Collection[str]) -> str:
+    if isinstance(train_on, str):
+        return repr(str(train_on))
+    return ",".join(sorted(train_on))

@@ -1211,7 +1211,9 @@ def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(ValueError, match="template"):
         K2.renderer.build_generation_prompt([{"role": "user", "content": "x"}], template="v3")
     with pytest.raises(ValueError, match="tools: cannot be declared as JSON"):
-        K2.renderer.build_generation_prompt([{"role": "user", "content": "x"}], [{"f": object()}])
+        K2.renderer.build_generation_prompt(
+            [{"role": "user", "content": "x"}], [{"name": "f", "parameters": {"x": object()}}]
+        )
     with pytest.raises(TypeError, match="unknown option"):
         KimiK2ThinkingRenderer(tokenizer(THINKING), enable_thinking=False)
 

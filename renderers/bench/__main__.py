@@ -13,11 +13,17 @@ from renderers.registry import renderer_names
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--suite"] and argv[1:2] == ["prepare"]:
+        from renderers.bench import prepare
+
+        return prepare.main(argv[2:])
     parser = argparse.ArgumentParser(
         prog="renderers bench",
         description="Measure parsing, streaming and rendering throughput of every renderer "
         "against baselines timed in the same run (tokenizer.decode, apply_chat_template, "
-        "peer libraries when installed). Writes results.md, results.json and throughput.png.",
+        "peer libraries when installed). Writes results.md, results.json and throughput.png. "
+        "`renderers bench --suite prepare [--help]` runs the dataset-preparation benchmark.",
     )
     parser.add_argument(
         "--output",

@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from renderers.cli import bench, demo, models, parse, render, show, think
+from renderers.cli import bench, demo, models, parse, prepare, render, show, think
 from renderers.cli.common import UsageError
 
 __all__ = ["main"]
 
-_COMMANDS = (demo, render, parse, show, think, models, bench)
+_COMMANDS = (demo, render, parse, show, think, prepare, models, bench)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         print(f"renderers {args.command}: error: {exc}", file=sys.stderr)
         return 1
     return status

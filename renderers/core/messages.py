@@ -9,6 +9,7 @@ expects strings keeps working; :attr:`Message.parts` always gives the tuple.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -127,10 +128,15 @@ class Message:
     content: str | Sequence[Part] = ""
     name: str | None = None
     tool_call_id: str | None = None
+    weight: float | None = None
+    """The loss weight of this message in a supervised example, overriding the ``train_on``
+    mode (0: not trained; 1: trained; ``None``: the mode decides)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or not self.role:
             raise ValueError(f"role: expected a non-empty string, got {self.role!r}")
+        if self.weight is not None:
+            object.__setattr__(self, "weight", _checked_weight(self.weight, "weight"))
         content = self.content
         if isinstance(content, str):
             return
@@ -197,7 +203,9 @@ class Message:
         (``{"type": "text", "text": ...}``, ``{"type": "thinking", "text": ...}``, ...),
         ``reasoning_content`` (or ``thinking``), ``tool_calls`` whose
         ``function.arguments`` is a JSON string or a JSON-serialisable value,
-        ``tool_call_id`` and ``name``. Errors name the offending field.
+        ``tool_call_id``, ``name``, and a per-message loss weight: ``weight`` (a number),
+        or ``train`` / ``trainable`` (a bool, tinker-cookbook 0.x's ``trainable`` field).
+        A field whose value is ``None`` counts as absent. Errors name the offending field.
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"expected a mapping, got {type(data).__name__}")
@@ -207,6 +215,7 @@ class Message:
         content = data.get("content")
         name = data.get("name")
         tool_call_id = data.get("tool_call_id")
+        weight = _weight_field(data)
         if (
             type(content) is str
             and data.get("tool_calls") is None
@@ -214,7 +223,7 @@ class Message:
             and (name is None or type(name) is str)
             and (tool_call_id is None or type(tool_call_id) is str)
         ):
-            return cls(role, content, name, tool_call_id)  # the common shape, fast
+            return cls(role, content, name, tool_call_id, weight)  # the common shape, fast
         parts: list[Part] = []
         reasoning = data.get("reasoning_content", data.get("thinking"))
         if reasoning is not None:
@@ -238,7 +247,7 @@ class Message:
             raise ValueError(f"name: expected a string, got {type(name).__name__}")
         if tool_call_id is not None and not isinstance(tool_call_id, str):
             raise ValueError(f"tool_call_id: expected a string, got {type(tool_call_id).__name__}")
-        return cls(role, parts, name=name, tool_call_id=tool_call_id)
+        return cls(role, parts, name=name, tool_call_id=tool_call_id, weight=weight)
 
     def to_dict(self) -> dict[str, Any]:
         """A lossless dict: ``content`` is a string or the ordered list of part dicts."""
@@ -251,6 +260,8 @@ class Message:
             out["name"] = self.name
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
+        if self.weight is not None:
+            out["weight"] = self.weight
         return out
 
     def to_openai(self) -> dict[str, Any]:
@@ -280,6 +291,36 @@ class Message:
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
         return out
+
+
+_WEIGHT_FIELDS = ("weight", "train", "trainable")
+
+
+def _weight_field(data: Mapping[str, Any]) -> float | None:
+    """The loss weight a message dict asks for, from whichever weight field it has."""
+    found = [key for key in _WEIGHT_FIELDS if data.get(key) is not None]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValueError(f"{found[1]}: conflicts with {found[0]} (give one weight field)")
+    key = found[0]
+    value = data[key]
+    if key != "weight":
+        if type(value) is not bool:
+            raise ValueError(f"{key}: expected true or false, got {value!r}")
+        return 1.0 if value else 0.0
+    return _checked_weight(value, key)
+
+
+def _checked_weight(value: Any, key: str) -> float:
+    number = None
+    if type(value) is not bool and isinstance(value, (int, float, numbers.Real)):
+        number = float(value)
+    if number is None or not number >= 0:  # also rejects NaN
+        raise ValueError(f"{key}: expected a number >= 0, got {value!r}")
+    if number == float("inf"):
+        raise ValueError(f"{key}: expected a finite number, got {value!r}")
+    return number
 
 
 def _content_parts(content: Any) -> list[Part]:

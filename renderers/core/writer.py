@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -23,10 +22,13 @@ __all__ = ["NO_MESSAGE", "IdsAndWeights", "TokenWriter"]
 
 
 class IdsAndWeights(NamedTuple):
-    """Token ids and per-token loss weights (both 1-D NumPy arrays of equal length)."""
+    """Token ids and per-token loss weights (1-D NumPy arrays of equal length), and on
+    request the index of the message each token belongs to (-1: template text outside any
+    message)."""
 
     tokens: np.ndarray
     weights: np.ndarray
+    messages: np.ndarray | None = None
 
 
 NO_MESSAGE = -1
@@ -114,32 +116,59 @@ class TokenWriter:
         tail._sampled = self._sampled[last + 1 :]
         return tail.ids()
 
-    def ids_and_weights(self, trained: Sequence[bool]) -> IdsAndWeights:
-        """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
-        (a message index of -1 means template text outside any message)."""
-        items = self._items
-        piece_weights = [
-            1.0 if s and m >= 0 and trained[m] else 0.0
+    def piece_weights(
+        self,
+        message_weights: Sequence[float],
+        whole: Sequence[bool],
+        *,
+        outside: float = 0.0,
+        end_token: bool = True,
+    ) -> list[float]:
+        """The weight of every piece written: ``message_weights[m]`` on the pieces of message
+        ``m`` the model samples, or on all of its pieces where ``whole[m]`` is set;
+        ``outside`` on template text outside any message. ``end_token=False`` leaves out
+        the token that ends each sampled message (its last sampled piece, when that is a
+        control token)."""
+        weights = [
+            outside if m < 0 else message_weights[m] if s or whole[m] else 0.0
             for m, s in zip(self._msg, self._sampled, strict=True)
         ]
+        if not end_token:
+            last: dict[int, int] = {}
+            for k, (m, s) in enumerate(zip(self._msg, self._sampled, strict=True)):
+                if s and m >= 0 and not whole[m]:
+                    last[m] = k
+            for k in last.values():
+                if type(self._items[k]) is int:
+                    weights[k] = 0.0
+        return weights
+
+    def ids_and_weights(
+        self, piece_weights: Sequence[float], *, attribution: bool = False
+    ) -> IdsAndWeights:
+        """Ids plus the weight of each token (the weight of the piece it comes from; a token
+        that merges text of several pieces gets the largest), and with ``attribution`` the
+        message index of each token (likewise the largest of its pieces)."""
+        items = self._items
+        pieces_msg = self._msg
         encode = self._table.encode
         ids: list[int] = []
-        counts: list[int] = []  # run lengths of equal weight, in tokens
+        counts: list[int] = []  # run lengths of equal weight and message, in tokens
         weights: list[float] = []
+        messages: list[int] = []
         k = 0
         n = len(items)
         while k < n:
             item = items[k]
-            if type(item) is int:
-                ids.append(item)
-                counts.append(1)
+            if type(item) is not str:
+                if type(item) is int:
+                    ids.append(item)
+                    counts.append(1)
+                else:
+                    ids += item  # type: ignore[arg-type]
+                    counts.append(len(item))  # type: ignore[arg-type]
                 weights.append(piece_weights[k])
-                k += 1
-                continue
-            if type(item) is tuple:
-                ids += item
-                counts.append(len(item))
-                weights.append(piece_weights[k])
+                messages.append(pieces_msg[k])
                 k += 1
                 continue
             j = k + 1
@@ -147,21 +176,34 @@ class TokenWriter:
                 j += 1
             texts: list[str] = items[k:j]  # type: ignore[assignment]
             segment_weights = piece_weights[k:j]
+            segment_msgs = pieces_msg[k:j]
             first = segment_weights[0]
-            if all(w == first for w in segment_weights):
+            if all(w == first for w in segment_weights) and (
+                not attribution or all(m == segment_msgs[0] for m in segment_msgs)
+            ):
                 segment = encode(texts[0] if len(texts) == 1 else "".join(texts))
                 ids += segment
                 counts.append(len(segment))
                 weights.append(first)
+                messages.append(segment_msgs[0])
             else:
-                segment, token_weights = _mixed_segment(self._table, texts, segment_weights)
+                segment, first_piece, last_piece = _token_pieces(self._table, texts)
                 ids += segment
-                counts += [1] * len(segment)
-                weights += token_weights
+                token_weights = _span_max(np.asarray(segment_weights), first_piece, last_piece, 0.0)
+                token_msgs = _span_max(
+                    np.asarray(segment_msgs), first_piece, last_piece, NO_MESSAGE
+                )
+                # Runs of equal weight and message, as for whole pieces.
+                change = np.flatnonzero((np.diff(token_weights) != 0) | (np.diff(token_msgs) != 0))
+                starts = np.r_[0, change + 1]
+                counts += np.diff(np.r_[starts, len(segment)]).tolist()
+                weights += token_weights[starts].tolist()
+                messages += token_msgs[starts].tolist()
             k = j
         return IdsAndWeights(
             np.asarray(ids, dtype=np.int64),
             np.repeat(np.asarray(weights, dtype=np.float32), counts),
+            np.repeat(np.asarray(messages, dtype=np.int32), counts) if attribution else None,
         )
 
 
@@ -192,34 +234,35 @@ def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
     return result
 
 
-def _mixed_segment(
-    table: TokenTable, texts: list[str], piece_weights: list[float]
-) -> tuple[list[int], list[float]]:
-    """The ids of text pieces of different weight, which merge into tokens, and each
-    token's weight: a token is trained if any of its bytes belongs to a trained piece."""
+def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The ids of adjacent text pieces (which merge into tokens) and, for each token, the
+    first and last piece its bytes come from (-1 for a token of no text)."""
     text = "".join(texts)
     ids = table.encode(text)
-    id_bytes = table.id_to_bytes
-    lengths = [len(id_bytes[t]) for t in ids]
     data = text.encode("utf-8")
-    if b"".join(map(id_bytes.__getitem__, ids)) != data:
-        # The tokenizer normalized the text: weigh tokens by their character spans.
+    if b"".join(map(table.id_to_bytes.__getitem__, ids)) != data:
+        # The tokenizer normalized the text: map tokens to pieces by their character spans.
         ids, offsets = table.encode_with_offsets(text)
-        char_weight = np.repeat(piece_weights, [len(t) for t in texts])
-        return ids, [float(char_weight[a:b].max()) if b > a else 0.0 for a, b in offsets]
-    piece_ends = list(accumulate(len(t.encode("utf-8")) for t in texts))
-    weights = []
-    p = 0
-    start = 0
-    for n in lengths:
-        end = start + n
-        while piece_ends[p] <= start:  # the piece holding the token's first byte
-            p += 1
-        q = p
-        weight = piece_weights[p]
-        while piece_ends[q] < end:  # and every later piece it reaches into
-            q += 1
-            weight = max(weight, piece_weights[q])
-        weights.append(weight)
-        start = end
-    return ids, weights
+        bounds = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+        piece_ends = np.cumsum([len(t) for t in texts])
+    else:
+        lengths = table.length_array[np.asarray(ids, dtype=np.int64)]
+        ends = np.cumsum(lengths)
+        bounds = np.stack([ends - lengths, ends], 1)
+        piece_ends = np.cumsum([len(t.encode("utf-8")) for t in texts])
+    empty = bounds[:, 1] <= bounds[:, 0]
+    first = np.searchsorted(piece_ends, bounds[:, 0], side="right")
+    last = np.searchsorted(piece_ends, bounds[:, 1] - 1, side="right")
+    first[empty] = -1
+    last[empty] = -1
+    return ids, first, last
+
+
+def _span_max(values: np.ndarray, first: np.ndarray, last: np.ndarray, empty: float) -> np.ndarray:
+    """For each token, the largest of ``values[first:last + 1]`` (``empty`` for a token of
+    no text, whose ``first`` is -1)."""
+    out: np.ndarray = values[np.maximum(first, 0)]
+    for k in np.flatnonzero(last > first):  # tokens across pieces are few
+        out[k] = values[first[k] : last[k] + 1].max()
+    out[first < 0] = empty
+    return out

@@ -1,0 +1,210 @@
+"""``renderers prepare``: conversations in, a tokenized training set out (see
+:mod:`renderers.prepare` for the column layout)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from renderers.cli.common import UsageError, add_model_argument, add_option_argument
+from renderers.cli.models import renderer_from_args
+from renderers.rendering import TrainOn
+
+if TYPE_CHECKING:
+    from renderers.prepare import PrepareConfig, PrepareStats
+
+__all__ = ["add_parser", "summary"]
+
+
+def add_parser(sub: Any) -> None:
+    prepare = sub.add_parser(
+        "prepare",
+        help="tokenize a dataset of conversations for training",
+        description="Render every conversation of INPUT (JSONL, JSON, Parquet, a folder of "
+        "them, or a Hugging Face dataset) with MODEL's chat format and write one training row "
+        "per conversation to OUTPUT (.parquet, .arrow or .jsonl): input_ids, labels (-100 "
+        "where untrained), loss_mask, num_tokens, num_trained_tokens, row_id. The output "
+        "appears only when the run succeeds.",
+    )
+    prepare.add_argument("input", help="a file, a folder of files, or a dataset name/path")
+    add_model_argument(prepare)
+    prepare.add_argument("--output", "-o", required=True, type=Path, help="the output file")
+    add_option_argument(prepare)
+    choices = ", ".join(t.value for t in TrainOn)
+    prepare.add_argument(
+        "--train-on",
+        default=TrainOn.LAST_ASSISTANT.value,
+        help=f"{choices}, or comma-separated roles such as assistant,tool (default: "
+        "last_assistant); a message's own weight/train field overrides it",
+    )
+    prepare.add_argument(
+        "--no-train-end-of-turn",
+        dest="train_end_of_turn",
+        action="store_false",
+        help="do not train the token that ends each trained assistant message",
+    )
+    prepare.add_argument("--max-length", type=int, help="longest row in tokens")
+    prepare.add_argument(
+        "--overflow",
+        choices=("error", "drop", "truncate"),
+        default="error",
+        help="a row longer than --max-length: a row error, dropped (listed in the rejects "
+        "file) or truncated (default: error)",
+    )
+    prepare.add_argument(
+        "--pack",
+        type=int,
+        metavar="LENGTH",
+        help="pack consecutive rows into rows of at most LENGTH tokens (position_ids, seq_lens)",
+    )
+    prepare.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a row that fails: stop, or skip it to the rejects file (default: raise)",
+    )
+    prepare.add_argument(
+        "--rejects",
+        type=Path,
+        help="where skipped rows are listed (default: OUTPUT with .rejects.jsonl)",
+    )
+    prepare.add_argument("--num-proc", type=int, default=1, help="worker processes")
+    prepare.add_argument("--batch-size", type=int, default=256, help="rows per work unit")
+    prepare.add_argument("--messages-column", default="messages")
+    prepare.add_argument("--tools-column", default="tools")
+    prepare.add_argument("--id-column", help="column of row ids (default: row position)")
+    prepare.add_argument("--split", default="train", help="split of a dataset input")
+    prepare.add_argument("--weights", action="store_true", help="add a float32 weights column")
+    prepare.add_argument(
+        "--assistant-masks", action="store_true", help="add TRL's assistant_masks column"
+    )
+    prepare.add_argument(
+        "--shifted", action="store_true", help="add next-token target_ids and target_mask"
+    )
+    prepare.add_argument(
+        "--attribution", action="store_true", help="add message_indices (message of each token)"
+    )
+    prepare.add_argument("--stats", type=Path, help="write the run's statistics as JSON here")
+    prepare.add_argument("--quiet", "-q", action="store_true", help="no progress, no summary")
+    prepare.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    # Imported here: the data extra (pyarrow) is optional for the other subcommands.
+    from renderers.prepare import ConversationMapper, open_source, run_prepare
+    from renderers.prepare.job import output_format
+
+    config = _config(args)
+    output_format(args.output)  # an unknown extension fails before any work
+    if args.num_proc < 1:
+        raise UsageError("--num-proc must be at least 1")
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    if args.pack is not None and config.max_length is not None and config.max_length > args.pack:
+        raise UsageError(f"--max-length {config.max_length} is longer than --pack {args.pack}")
+    if not args.output.parent.is_dir():
+        raise ValueError(f"{args.output.parent}: no such folder for the output")
+    rejects = args.rejects or args.output.with_name(args.output.stem + ".rejects.jsonl")
+    source = open_source(args.input, args.split)
+    mapper = ConversationMapper(renderer_from_args(args), config)
+    progress = None
+    if not args.quiet and sys.stderr.isatty():
+        tqdm = _tqdm()
+        progress = _progress_bar(tqdm)
+    stats = run_prepare(
+        source,
+        args.output,
+        mapper,
+        num_proc=args.num_proc,
+        batch_size=args.batch_size,
+        pack_length=args.pack,
+        rejects=rejects,
+        progress=progress,
+    )
+    if args.stats is not None:
+        args.stats.write_text(stats.to_json() + "\n", encoding="utf-8")
+    if not args.quiet:
+        sys.stderr.write(summary(stats))
+    return 0
+
+
+def _config(args: argparse.Namespace) -> PrepareConfig:
+    from renderers.prepare import PrepareConfig
+
+    train_on: str | tuple[str, ...] = args.train_on
+    if args.train_on not in {t.value for t in TrainOn}:
+        train_on = tuple(r.strip() for r in args.train_on.split(",") if r.strip())
+    max_length = args.max_length if args.max_length is not None else args.pack
+    try:
+        return PrepareConfig(
+            train_on=train_on,
+            train_end_of_turn=args.train_end_of_turn,
+            max_length=max_length,
+            overflow=args.overflow,
+            on_error=args.on_error,
+            messages_column=args.messages_column,
+            tools_column=args.tools_column,
+            id_column=args.id_column,
+            weights=args.weights,
+            assistant_masks=args.assistant_masks,
+            shifted=args.shifted,
+            attribution=args.attribution,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tqdm() -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
+def _progress_bar(tqdm: Any) -> Any:
+    if tqdm is None:
+        return None
+
+    def start(total: int | None) -> Any:
+        return tqdm(total=total, unit=" conv", dynamic_ncols=True, file=sys.stderr)
+
+    return start
+
+
+def summary(stats: PrepareStats) -> str:
+    """The one-screen report of a run."""
+    lines = [f"renderers prepare: {stats.model}, train_on={stats.train_on}"]
+    lines.append(f"  input     {stats.input}: {stats.rows_read:,} rows")
+    written = f"{stats.rows_written:,} rows"
+    if stats.packed_rows is not None:
+        written += f" packed into {stats.packed_rows:,} rows of <= {stats.pack_length} tokens"
+    lines.append(f"  output    {stats.output} ({stats.output_format}): {written}")
+    if stats.max_length is not None:
+        policy = {
+            "error": "longer rows are errors",
+            "drop": "longer rows dropped",
+            "truncate": "longer rows truncated",
+        }[stats.overflow]
+        detail = f"max_length {stats.max_length:,} ({policy})"
+        if stats.rows_truncated:
+            detail += f": {stats.rows_truncated:,} truncated"
+        lines.append(f"  length    {detail}")
+    if stats.rows_rejected or stats.rejects:
+        kinds = ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.errors_by_kind.items()))
+        where = f" -> {stats.rejects}" if stats.rejects else ""
+        lines.append(
+            f"  rejected  {stats.rows_rejected:,} rows" + (f" ({kinds})" if kinds else "") + where
+        )
+    share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
+    lines.append(f"  tokens    {stats.tokens:,} (trained {stats.trained_tokens:,}, {share:.1%})")
+    if stats.rows_without_trained_tokens:
+        lines.append(f"  warning   {stats.rows_without_trained_tokens:,} rows train no token")
+    lines.append(
+        f"  time      {stats.seconds:.1f} s: {stats.conversations_per_second:,.0f} "
+        f"conversations/s, {stats.tokens_per_second:,.0f} tokens/s "
+        f"({stats.num_proc} process{'es' if stats.num_proc > 1 else ''})"
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,304 @@
+"""The ``renderers prepare`` job: read, map in parallel processes (order kept), pack,
+write atomically, list rejected rows, count everything."""
+
+from __future__ import annotations
+
+import gc
+import json
+import multiprocessing
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from renderers.prepare.mapper import ConversationMapper, pa, pc, pq
+from renderers.prepare.packing import Packer, pack_table
+from renderers.prepare.sources import Batch, Source
+
+__all__ = ["OUTPUT_FORMATS", "PrepareStats", "output_format", "run_prepare"]
+
+OUTPUT_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "jsonl"}
+
+
+@dataclass
+class PrepareStats:
+    """What a prepare run did (``--stats`` writes it as JSON)."""
+
+    model: str
+    input: str
+    output: str
+    output_format: str
+    train_on: str
+    max_length: int | None
+    overflow: str
+    pack_length: int | None
+    num_proc: int
+    rows_read: int = 0
+    rows_written: int = 0
+    rows_rejected: int = 0
+    rows_dropped_too_long: int = 0
+    rows_truncated: int = 0
+    rows_without_trained_tokens: int = 0
+    packed_rows: int | None = None
+    tokens: int = 0
+    trained_tokens: int = 0
+    seconds: float = 0.0
+    conversations_per_second: float = 0.0
+    tokens_per_second: float = 0.0
+    peak_worker_rss_mib: float = 0.0
+    rejects: str | None = None
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def output_format(path: Path) -> str:
+    """The output format of ``path`` by its extension."""
+    fmt = OUTPUT_FORMATS.get(path.suffix)
+    if fmt is None:
+        raise ValueError(
+            f"{path}: unknown output format (expected {', '.join(OUTPUT_FORMATS)} as extension)"
+        )
+    return fmt
+
+
+def run_prepare(
+    source: Source,
+    output: Path,
+    mapper: ConversationMapper,
+    *,
+    num_proc: int = 1,
+    batch_size: int = 256,
+    pack_length: int | None = None,
+    rejects: Path | None = None,
+    progress: Callable[[int | None], Any] | None = None,
+) -> PrepareStats:
+    """Prepare ``source`` into ``output``; rows the mapper skips go to ``rejects`` (JSONL:
+    row id, message index, error). Output files appear only when the run succeeds."""
+    config = mapper.config
+    stats = PrepareStats(
+        model=mapper.renderer.name,
+        input=source.name,
+        output=str(output),
+        output_format=output_format(output),
+        train_on=(
+            config.train_on if isinstance(config.train_on, str) else ",".join(config.train_on)
+        ),
+        max_length=config.max_length,
+        overflow=config.overflow,
+        pack_length=pack_length,
+        num_proc=num_proc,
+    )
+    if pack_length is not None:
+        stats.packed_rows = 0
+    mapper.warm_up()  # one-time set-up here, so forked workers inherit it
+    started = time.perf_counter()
+    bar = progress(source.count_rows()) if progress is not None else None
+    packer = Packer(pack_length) if pack_length is not None else None
+    skipping = config.on_error == "skip" or (
+        config.max_length is not None and config.overflow == "drop"
+    )
+    writer = _AtomicTable(output, stats.output_format)
+    reject_file = _AtomicText(rejects) if rejects is not None and skipping else None
+    try:
+        for table, rss in _mapped(source, mapper, num_proc, batch_size):
+            stats.peak_worker_rss_mib = max(stats.peak_worker_rss_mib, rss)
+            good = _account(table, stats, reject_file)
+            if bar is not None:
+                bar.update(table.num_rows)
+            if packer is None:
+                writer.write(good)
+                continue
+            for packed in packer.add(good):
+                writer.write(packed)
+                stats.packed_rows = (stats.packed_rows or 0) + packed.num_rows
+        if packer is not None:
+            for packed in packer.finish():
+                writer.write(packed)
+                stats.packed_rows = (stats.packed_rows or 0) + packed.num_rows
+        if not writer.started:  # no row at all: an empty file with the columns
+            empty = mapper.table([], []).drop_columns(["error", "error_message_index"])
+            writer.write(empty if packer is None else pack_table(empty, packer.length))
+        writer.commit()
+        if reject_file is not None:
+            reject_file.commit()
+            stats.rejects = str(rejects)
+    finally:
+        writer.abort()
+        if reject_file is not None:
+            reject_file.abort()
+        if bar is not None:
+            bar.close()
+    stats.seconds = time.perf_counter() - started
+    if stats.seconds > 0:
+        stats.conversations_per_second = stats.rows_written / stats.seconds
+        stats.tokens_per_second = stats.tokens / stats.seconds
+    return stats
+
+
+def _account(table: Any, stats: PrepareStats, rejects: _AtomicText | None) -> Any:
+    """Count a mapped table, list its rejected rows, return its good rows."""
+    errors = table.column("error")
+    stats.rows_read += table.num_rows
+    failed = pc.is_valid(errors)
+    n_failed = pc.sum(failed).as_py() or 0
+    if n_failed:
+        bad = table.filter(failed).select(["row_id", "error_message_index", "error"])
+        for row in bad.to_pylist():
+            error = row["error"]
+            kind = "too long" if error.startswith("dropped: ") else "error"
+            stats.errors_by_kind[kind] = stats.errors_by_kind.get(kind, 0) + 1
+            if kind == "too long":
+                stats.rows_dropped_too_long += 1
+            if rejects is not None:
+                rejects.write(
+                    json.dumps(
+                        {
+                            "row_id": row["row_id"],
+                            "message_index": row["error_message_index"],
+                            "error": error,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
+        stats.rows_rejected += n_failed
+        table = table.filter(pc.invert(failed))
+    good = table.drop_columns(["error", "error_message_index"])
+    stats.rows_written += good.num_rows
+    stats.tokens += pc.sum(good.column("num_tokens")).as_py() or 0
+    stats.trained_tokens += pc.sum(good.column("num_trained_tokens")).as_py() or 0
+    stats.rows_without_trained_tokens += (
+        pc.sum(pc.equal(good.column("num_trained_tokens"), 0)).as_py() or 0
+    )
+    if "untruncated_num_tokens" in good.column_names:
+        truncated = pc.greater(good.column("untruncated_num_tokens"), good.column("num_tokens"))
+        stats.rows_truncated += pc.sum(truncated).as_py() or 0
+    return good
+
+
+# -- parallel mapping, order kept ----------------------------------------------------------
+
+_WORKER_MAPPER: ConversationMapper | None = None
+
+
+def _init_worker(mapper: ConversationMapper) -> None:
+    global _WORKER_MAPPER
+    _WORKER_MAPPER = mapper
+
+
+def _work(batch: Batch) -> tuple[Any, float]:
+    assert _WORKER_MAPPER is not None
+    return _prepared(batch, _WORKER_MAPPER)
+
+
+def _prepared(batch: Batch, mapper: ConversationMapper) -> tuple[Any, float]:
+    """The batch's table and the peak resident memory of this process so far (MiB)."""
+    table = batch.prepare(mapper)
+    return table, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _mapped(
+    source: Source, mapper: ConversationMapper, num_proc: int, batch_size: int
+) -> Iterator[tuple[Any, float]]:
+    batches = source.batches(batch_size)
+    if num_proc <= 1:
+        for batch in batches:
+            yield _prepared(batch, mapper)
+        return
+    # The tokenizer is loaded in this process already; forked workers share it. Objects
+    # made so far leave the garbage collector's view, so that collections in the workers
+    # do not touch (and copy) every page they share with this process.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    gc.freeze()
+    method = "fork" if sys.platform == "linux" else "spawn"
+    context = multiprocessing.get_context(method)
+    with context.Pool(num_proc, initializer=_init_worker, initargs=(mapper,)) as pool:
+        yield from pool.imap(_work, batches, chunksize=1)
+
+
+# -- atomic outputs -------------------------------------------------------------------------
+
+
+class _Atomic:
+    """A file written under a temporary name beside its target and renamed into place on
+    :meth:`commit`; :meth:`abort` (after a failure or interruption) removes it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.committed = False
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        self._close()
+        os.replace(self.temporary, self.path)
+        self.committed = True
+
+    def abort(self) -> None:
+        if self.committed:
+            return
+        try:
+            self._close()
+        finally:
+            self.temporary.unlink(missing_ok=True)
+
+
+class _AtomicText(_Atomic):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._file = self.temporary.open("w", encoding="utf-8")
+
+    def write(self, text: str) -> None:
+        self._file.write(text)
+
+    def _close(self) -> None:
+        self._file.close()
+
+
+class _AtomicTable(_Atomic):
+    """Parquet, Arrow IPC stream (what ``datasets.Dataset.from_file`` reads) or JSONL."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        super().__init__(path)
+        self.format = fmt
+        self._writer: Any = None
+        self._sink: Any = None
+        self._schema: Any = None
+        self._text = self.temporary.open("w", encoding="utf-8") if fmt == "jsonl" else None
+
+    @property
+    def started(self) -> bool:
+        return self._writer is not None or (self._text is not None and self._text.tell() > 0)
+
+    def write(self, table: Any) -> None:
+        if self._text is not None:
+            for row in table.to_pylist():
+                self._text.write(json.dumps(row, ensure_ascii=False) + "\n")
+            return
+        if self._writer is None:
+            self._schema = table.schema
+            if self.format == "parquet":
+                self._writer = pq.ParquetWriter(self.temporary, self._schema)
+            else:
+                self._sink = pa.OSFile(str(self.temporary), "wb")
+                self._writer = pa.ipc.new_stream(self._sink, self._schema)
+        elif table.schema != self._schema:
+            table = table.cast(self._schema)
+        self._writer.write_table(table)
+
+    def _close(self) -> None:
+        if self._text is not None:
+            self._text.close()
+        elif self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            if self._sink is not None:
+                self._sink.close()

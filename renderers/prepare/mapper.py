@@ -1,0 +1,395 @@
+"""The batch mapper: conversations in, training columns out (see :mod:`renderers.prepare`
+for the column layout).
+
+One :class:`ConversationMapper` serves every runner: ``datasets.Dataset.map(mapper,
+batched=True, num_proc=N)``, Ray Data's ``map_batches(ConversationMapper, fn_constructor_
+kwargs=...)``, and the ``renderers prepare`` job. It pickles in about a kilobyte (the
+renderer pickles by class, options and tokenizer source), so worker processes pay the
+tokenizer load once each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+except ImportError:  # the data extra
+    raise ImportError(
+        "renderers.prepare needs pyarrow: pip install 'exact-renderers[data]'"
+    ) from None
+
+from renderers.core.tools import without_nulls
+from renderers.registry import get_renderer
+from renderers.rendering import Renderer, TrainOn
+
+__all__ = [
+    "IGNORE_INDEX",
+    "ConversationMapper",
+    "PrepareConfig",
+    "RowError",
+    "missing_extra",
+    "pa",
+    "pc",
+    "pq",
+]
+
+IGNORE_INDEX = -100
+"""The label of a token that is not trained (PyTorch's ``CrossEntropyLoss`` default)."""
+
+Overflow = Literal["error", "drop", "truncate"]
+OnError = Literal["raise", "skip"]
+
+
+def missing_extra(module: str, extra: str = "data") -> ImportError:
+    """The one-line error for an optional dependency that is not installed."""
+    return ImportError(f"{module} is needed for this: pip install 'exact-renderers[{extra}]'")
+
+
+class RowError(ValueError):
+    """A conversation that cannot become a training row, with where it failed."""
+
+    def __init__(self, row_id: Any, message: str, message_index: int | None = None) -> None:
+        super().__init__(f"row {row_id}: {message}")
+        self.row_id = row_id
+        self.reason = message
+        self.message_index = message_index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RowError, (self.row_id, self.reason, self.message_index))
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareConfig:
+    """How conversations become training rows (every runner shares it)."""
+
+    train_on: str | tuple[str, ...] = TrainOn.LAST_ASSISTANT.value
+    """A :class:`~renderers.TrainOn` mode, or a tuple of roles to train on."""
+    train_end_of_turn: bool = True
+    """Whether the token that ends a trained assistant message is trained."""
+    max_length: int | None = None
+    """Longest row in tokens (``None``: no limit)."""
+    overflow: Overflow = "error"
+    """A longer row: ``error`` (a row error), ``drop`` (left out, listed as rejected) or
+    ``truncate`` (its first ``max_length`` tokens kept)."""
+    on_error: OnError = "raise"
+    """A row that fails: ``raise`` (stop with the row id, message index and error) or
+    ``skip`` (an empty row with its ``error`` set; ``renderers prepare`` writes those to
+    the rejects file)."""
+    messages_column: str = "messages"
+    tools_column: str = "tools"
+    id_column: str | None = None
+    """The column holding each row's id (default: the row's position in the input)."""
+    weights: bool = False
+    """Add a float32 ``weights`` column (needed to keep fractional message weights)."""
+    assistant_masks: bool = False
+    """Add TRL's ``assistant_masks`` column (equal to ``loss_mask``)."""
+    shifted: bool = False
+    """Add next-token targets: ``target_ids`` and ``target_mask`` (tinker, Megatron-style
+    stacks that do not shift labels themselves)."""
+    attribution: bool = False
+    """Add ``message_indices``: the message each token belongs to (-1 outside any)."""
+
+    def __post_init__(self) -> None:
+        if self.overflow not in ("error", "drop", "truncate"):
+            raise ValueError(f"overflow: expected error, drop or truncate, got {self.overflow!r}")
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error: expected raise or skip, got {self.on_error!r}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"max_length: expected at least 2 tokens, got {self.max_length}")
+        if isinstance(self.train_on, str) and self.train_on not in {t.value for t in TrainOn}:
+            choices = ", ".join(t.value for t in TrainOn)
+            raise ValueError(
+                f"train_on: expected one of {choices} or a tuple of roles, got {self.train_on!r}"
+            )
+
+
+_MESSAGE_INDEX = re.compile(r"^messages\[(\d+)\]")
+
+
+class ConversationMapper:
+    """Maps a batch of conversations to training columns.
+
+    Call it on a batch: a dict of columns (what ``datasets`` and Ray Data pass), a
+    ``pyarrow.Table``/``RecordBatch``; ``datasets`` may also pass the row indices
+    (``with_indices=True``), which become row ids. Returns a ``pyarrow.Table``.
+
+    ``renderer`` is a :class:`~renderers.Renderer` or a renderer name / model id (built
+    lazily in the worker that uses it); ``options`` are that renderer's options.
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer | str,
+        config: PrepareConfig | None = None,
+        *,
+        renderer_options: Mapping[str, Any] | None = None,
+        **config_fields: Any,
+    ) -> None:
+        if config is None:
+            config = PrepareConfig(**config_fields)
+        elif config_fields:
+            raise TypeError("give a PrepareConfig or its fields, not both")
+        if isinstance(renderer, str):
+            renderer = get_renderer(renderer, **dict(renderer_options or {}))
+        elif renderer_options:
+            raise TypeError("renderer_options apply to a renderer given by name")
+        self.renderer = renderer
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"ConversationMapper({self.renderer!r}, {self.config!r})"
+
+    def warm_up(self) -> None:
+        """Build what the renderer builds on first use (its fast encoder, cached
+        declarations), so worker processes forked after this share it."""
+        self.renderer.build_supervised_example(
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+        )
+
+    # -- runner entry points ------------------------------------------------------------
+
+    def __call__(self, batch: Any, indices: Sequence[int] | None = None) -> pa.Table:
+        """A batch from ``datasets.Dataset.map(batched=True)`` or Ray Data's
+        ``map_batches`` (dict of columns, ``pyarrow.Table`` or ``pandas.DataFrame``)."""
+        columns = _columns_of(batch)
+        messages = columns.get(self.config.messages_column)
+        if messages is None:
+            raise ValueError(
+                f"the batch has no {self.config.messages_column!r} column (columns: "
+                f"{', '.join(map(str, columns))}); set messages_column"
+            )
+        messages = _python_list(messages)
+        n = len(messages)
+        tools = columns.get(self.config.tools_column)
+        tools = [None] * n if tools is None else _python_list(tools)
+        ids: Sequence[Any]
+        if self.config.id_column is not None:
+            if self.config.id_column not in columns:
+                raise ValueError(f"the batch has no id column {self.config.id_column!r}")
+            ids = _python_list(columns[self.config.id_column])
+        elif indices is not None:
+            ids = list(indices)
+        else:
+            ids = [None] * n
+        return self.map_rows(list(zip(ids, messages, tools, strict=True)), from_arrow=True)
+
+    def map_rows(
+        self, rows: Sequence[tuple[Any, Any, Any]], *, from_arrow: bool = False
+    ) -> pa.Table:
+        """The columns of ``(row id, messages, tools)`` triples. ``from_arrow``: the rows
+        were read back from Arrow, whose struct columns fill absent keys with null (those
+        keys are dropped, see :func:`~renderers.core.tools.without_nulls`)."""
+        built = [self.row(row_id, msgs, tools, from_arrow) for row_id, msgs, tools in rows]
+        return self.table([row_id for row_id, _, _ in rows], built)
+
+    def row_error(self, row_id: Any, message: str) -> RowResult:
+        """An unreadable input row, failed or skipped as the config says."""
+        error = RowError(row_id, message)
+        if self.config.on_error == "raise":
+            raise error
+        return error, None
+
+    # -- one row ------------------------------------------------------------------------
+
+    def row(self, row_id: Any, messages: Any, tools: Any, from_arrow: bool) -> RowResult:
+        """One conversation's tokens, or the error that skips it (raised with
+        ``on_error="raise"``)."""
+        try:
+            return None, self._tokenize(row_id, messages, tools, from_arrow)
+        except RowError as dropped:
+            if self.config.on_error == "raise" and not dropped.reason.startswith(_DROPPED):
+                raise
+            return dropped, None
+        except (ValueError, TypeError) as exc:
+            text = str(exc)
+            match = _MESSAGE_INDEX.match(text)
+            failed = RowError(row_id, text, int(match.group(1)) if match else None)
+            if self.config.on_error == "raise":
+                raise failed from None
+            return failed, None
+
+    def _tokenize(self, row_id: Any, messages: Any, tools: Any, from_arrow: bool) -> _Row:
+        config = self.config
+        if isinstance(messages, str):
+            messages = _json(messages, f"{config.messages_column}")
+        if isinstance(tools, str) and not tools:
+            tools = None
+        if from_arrow:
+            messages = without_nulls(messages)
+            tools = without_nulls(tools)
+        if messages is None:
+            raise ValueError(f"{config.messages_column}: missing")
+        example = self.renderer.build_supervised_example(
+            messages,
+            tools,
+            train_on=config.train_on if isinstance(config.train_on, str) else set(config.train_on),
+            train_end_of_turn=config.train_end_of_turn,
+            attribution=config.attribution,
+        )
+        tokens, weights = example.tokens, example.weights
+        indices = example.message_indices
+        if config.max_length is not None and len(tokens) > config.max_length:
+            if config.overflow == "truncate":
+                tokens = tokens[: config.max_length]
+                weights = weights[: config.max_length]
+                indices = None if indices is None else indices[: config.max_length]
+            else:
+                reason = f"{len(tokens)} tokens, longer than max_length {config.max_length}"
+                if config.overflow == "drop":
+                    raise RowError(row_id, _DROPPED + ": " + reason)
+                raise ValueError(reason)
+        weights = weights.copy()
+        weights[:1] = 0.0  # nothing precedes the first token: it is never a target
+        if not config.weights and np.any((weights != 0.0) & (weights != 1.0)):
+            raise ValueError(
+                "fractional message weights need the weights column (weights=True, "
+                "--weights); loss_mask alone would round them"
+            )
+        return _Row(tokens.astype(np.int32), weights, indices, len(example.tokens))
+
+    # -- columns ------------------------------------------------------------------------
+
+    def table(self, row_ids: list[Any], built: list[RowResult]) -> pa.Table:
+        """The columns of rows made by :meth:`row` (an error row has no tokens)."""
+        config = self.config
+        empty = _Row(_NO_IDS, _NO_WEIGHTS, _NO_INDICES if config.attribution else None, 0)
+        rows = [row if row is not None else empty for _, row in built]
+        lengths = np.fromiter((len(r.tokens) for r in rows), dtype=np.int64, count=len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        tokens = np.concatenate([r.tokens for r in rows]) if rows else _NO_IDS
+        weights = np.concatenate([r.weights for r in rows]) if rows else _NO_WEIGHTS
+        trained = weights > 0
+        labels = np.where(trained, tokens, IGNORE_INDEX).astype(np.int32)
+        mask = trained.astype(np.int8)
+        pa_offsets = pa.array(offsets, pa.int32())
+
+        def lists(values: np.ndarray) -> Any:
+            return pa.ListArray.from_arrays(pa_offsets, pa.array(values))
+
+        trained_before = np.concatenate([[0], np.cumsum(trained, dtype=np.int64)])
+        counts = trained_before[offsets[1:]] - trained_before[offsets[:-1]]
+        columns: dict[str, Any] = {
+            "row_id": pa.array(row_ids)
+            if any(r is not None for r in row_ids)
+            else pa.nulls(len(row_ids), pa.int64()),
+            "input_ids": lists(tokens),
+            "labels": lists(labels),
+            "loss_mask": lists(mask),
+        }
+        if config.weights:
+            columns["weights"] = lists(weights.astype(np.float32))
+        if config.assistant_masks:
+            columns["assistant_masks"] = lists(mask)
+        if config.shifted:
+            target_ids, target_mask = shifted_targets(tokens, mask, offsets)
+            columns["target_ids"] = lists(target_ids)
+            columns["target_mask"] = lists(target_mask)
+            if config.weights:
+                target_weights, _ = shifted_targets(weights, mask, offsets, fill=0.0)
+                columns["target_weights"] = lists(target_weights.astype(np.float32))
+        if config.attribution:
+            columns["message_indices"] = lists(
+                np.concatenate([r.indices for r in rows if r.indices is not None])
+                if rows
+                else _NO_INDICES
+            )
+        columns["num_tokens"] = pa.array(lengths.astype(np.int32))
+        columns["num_trained_tokens"] = pa.array(counts.astype(np.int32))
+        if config.max_length is not None and config.overflow == "truncate":
+            columns["untruncated_num_tokens"] = pa.array(
+                np.fromiter((r.full_length for r in rows), dtype=np.int32, count=len(rows))
+            )
+        columns["error"] = pa.array(
+            [None if e is None else e.reason for e, _ in built], pa.string()
+        )
+        columns["error_message_index"] = pa.array(
+            [None if e is None else e.message_index for e, _ in built], pa.int32()
+        )
+        return pa.table(columns)
+
+
+_DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    tokens: np.ndarray
+    weights: np.ndarray
+    indices: np.ndarray | None
+    full_length: int
+
+
+RowResult = tuple[RowError | None, _Row | None]
+
+_NO_IDS = np.zeros(0, dtype=np.int32)
+_NO_WEIGHTS = np.zeros(0, dtype=np.float32)
+_NO_INDICES = np.zeros(0, dtype=np.int32)
+
+
+def shifted_targets(
+    values: np.ndarray, mask: np.ndarray, offsets: np.ndarray, fill: float = IGNORE_INDEX
+) -> tuple[np.ndarray, np.ndarray]:
+    """Next-token targets of concatenated sequences (``offsets`` bound each one):
+    ``targets[t] = values[t + 1]`` and ``target_mask[t] = mask[t + 1]`` within a
+    sequence; ``fill`` and 0 at each sequence's last position (no target crosses a
+    boundary)."""
+    targets = np.full(len(values), fill, dtype=np.int32 if fill == IGNORE_INDEX else values.dtype)
+    target_mask = np.zeros(len(values), dtype=np.int8)
+    if len(values) > 1:
+        targets[:-1] = values[1:]
+        target_mask[:-1] = mask[1:]
+    ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1
+    targets[ends] = fill
+    target_mask[ends] = 0
+    return targets, target_mask
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc})") from None
+
+
+def _columns_of(batch: Any) -> Mapping[str, Any]:
+    if isinstance(batch, Mapping):
+        return batch
+    to_pydict: Callable[[], dict[str, Any]] | None = getattr(batch, "to_pydict", None)
+    if to_pydict is not None:  # pyarrow Table / RecordBatch
+        return to_pydict()
+    if hasattr(batch, "to_dict"):  # pandas DataFrame
+        return {name: list(batch[name]) for name in batch.columns}
+    raise TypeError(
+        f"expected a batch of columns (dict, pyarrow.Table, pandas.DataFrame), got "
+        f"{type(batch).__name__}"
+    )
+
+
+def _python_list(values: Any) -> list[Any]:
+    """A column as a list of Python values (Ray's NumPy batches hold object arrays)."""
+    if isinstance(values, list):
+        return values
+    return [_plain(v) for v in values]
+
+
+def _plain(value: Any) -> Any:
+    """Python values of what Ray's NumPy batches hold (object arrays of dicts and arrays)."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()] if value.dtype == object else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
