@@ -88,7 +88,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from renderers.core.messages import (
     Message,
@@ -169,6 +169,8 @@ class _KimiK2Base(Renderer):
 
     roles = ("system", "user", "assistant", "tool")
     _has_thinking = False
+    _declaration_separators: ClassVar[tuple[str, str]] = (", ", ": ")
+    """How the tool declaration's JSON separates items (``tojson``'s default)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -206,7 +208,9 @@ class _KimiK2Base(Renderer):
         # The JSON sits between two control tokens, so its ids can be encoded on their own
         # and cached: the same tools are declared in every rollout of a run.
         try:
-            declaration = json.dumps(deep_sort(tools), ensure_ascii=False)
+            declaration = json.dumps(
+                deep_sort(tools), ensure_ascii=False, separators=self._declaration_separators
+            )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"tools: cannot be declared as JSON ({exc})") from None
         ids = self._declarations.get(declaration)
