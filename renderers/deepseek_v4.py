@@ -354,13 +354,6 @@ class DeepSeekV4Renderer(Renderer):
         closing.append(self.eos)
         return 0, closing
 
-    def _continuation_context(
-        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
-    ) -> list[Message]:
-        # A call turn's results join the user turn after it: the context needs the user
-        # turn the prompt ends with to be followed by the sampled assistant turn.
-        return [Message("user", "")]
-
     @property
     def extension_property(self) -> ExtensionProperty:
         reasons = [

@@ -4,8 +4,9 @@
 BPE about 6-7x faster. It is used only for tokenizers on the proven list below: each entry
 is a fingerprint of a token table (every token's bytes) with the split pattern and
 normalizer of that tokenizer, and ``tests/test_fast_encoding.py`` proves, on a large varied
-corpus, that tiktoken gives the ids of the tokenizer itself. Any other tokenizer (or a
-failed self-check at load) keeps the ``tokenizers`` encoder.
+corpus, that tiktoken gives the ids of the tokenizer itself (a Hugging Face tokenizer's or
+an ordinary-text tokenizer's own encoder). Any other tokenizer (or a failed self-check at
+load) keeps the tokenizer's own encoder.
 """
 
 from __future__ import annotations
