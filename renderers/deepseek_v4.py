@@ -478,6 +478,7 @@ _INVOKE_STATE = "invoke"  # inside <｜DSML｜invoke ...> ... </｜DSML｜invoke
 # A tail of text that may still open a tag when ｜DSML｜ follows ("<", "</"), with the
 # blank line the format puts before a section.
 _OPENER_TAIL = re.compile(rb"\n{0,2}(?:</?)?\Z")
+_OPENER_TAIL_MAX = 4
 _INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
 _INVOKE_END = b"invoke>"
@@ -557,7 +558,8 @@ class _DeepSeekV4Parser(StreamParser):
                 data, base = self._invoke_bytes(data, base)
             else:
                 buf = self._held + data
-                match = _OPENER_TAIL.search(buf)
+                # The tail is at most "\n\n</": only the last bytes can start it.
+                match = _OPENER_TAIL.search(buf, max(0, len(buf) - _OPENER_TAIL_MAX))
                 assert match is not None
                 self._held = match.group()
                 if match.start():

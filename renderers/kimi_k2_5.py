@@ -4,7 +4,7 @@ caller's tool-call ids and no default system prompt.
 The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
 :mod:`renderers.kimi_k2`); what K2.5 changes::
 
-    <|im_system|>tool_declare<|im_middle|>{tools as compact JSON, keys deep-sorted}<|im_end|>
+    <|im_system|>tool_declare<|im_middle|>{tools, TypeScript-style}<|im_end|>
     <|im_user|>user<|im_middle|>{text}<|im_end|>
     <|im_assistant|>assistant<|im_middle|><think>{reasoning}</think>{text}
       <|tool_calls_section_begin|><|tool_call_begin|>{call id}<|tool_call_argument_begin|>{json}
@@ -22,11 +22,14 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   assistant message without tool calls is history, written ``<think></think>{text}``
   (its reasoning dropped); later turns keep theirs. ``preserve_thinking=True`` keeps
   every turn's reasoning; with ``thinking=False`` no turn shows any.
-- **Tools** are declared as JSON with compact separators, the keys of every object
-  deep-sorted: what the template writes when it is not given a TypeScript-style
-  declaration. The remote-code tokenizer of the model repository converts tools to
-  TypeScript-style declarations (``tools_ts_str``) before templating; that conversion is
-  not reproduced here (pass the declaration as a system message yourself if you need it).
+- **Tools** are declared the way the model repository's tokenizer declares them (its
+  ``apply_chat_template`` is remote code that sorts the keys of the tools deeply and
+  passes the template a TypeScript-style declaration, ``tools_ts_str``; see
+  :mod:`renderers.kimi_k2_5_tools`), falling back, as it does, to JSON for a schema that
+  style cannot express. ``tool_declaration="json"`` always writes the JSON (compact
+  separators, keys deep-sorted): what the template writes when it is rendered without the
+  tokenizer's code, as Rust and other non-Python servers do, and what tml-renderers
+  writes.
 
 A supervised example renders the trained (last) turn after the generation prompt of the
 messages before it, exactly as the model samples it, reasoning kept; the template would
@@ -39,8 +42,10 @@ prompt opened it; a call's ``id`` is the id as sampled and its name is read from
 (``functions.NAME:IDX``).
 
 Verified against tml-renderers 0.2.1 (``KimiK25()``, ``KimiK25.disable_thinking()``,
-``KimiK25(strip_thinking_from_history=False)``; the official template was not available
-offline). Where this renderer follows Kimi-K2-Thinking's template instead (headers name a
+``KimiK25(strip_thinking_from_history=False)``, with ``tool_declaration="json"``, since it
+declares tools as JSON; the official template was not available offline), and the
+TypeScript-style declaration against tinker-cookbook 0.6.1's copy of the tokenizer's
+encoder. Where this renderer follows Kimi-K2-Thinking's template instead (headers name a
 user or assistant message's ``name``; the oracle writes the role), it says so in tests.
 """
 
@@ -58,9 +63,11 @@ from renderers.kimi_k2 import (
     _assistant_parts,
     _CallIds,
     _has_calls,
+    _json_declaration,
     _KimiK2Base,
     _KimiK2Parser,
 )
+from renderers.kimi_k2_5_tools import typescript_declaration
 from renderers.rendering import checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
@@ -76,6 +83,10 @@ class KimiK25Options:
     preserve_thinking: bool = False
     """True: every assistant turn keeps its reasoning. False (template default): turns up
     to the last assistant message without tool calls are written without it."""
+    tool_declaration: Literal["typescript", "json"] = "typescript"
+    """How tools are declared: ``"typescript"`` as the model repository's tokenizer
+    declares them (JSON where that style cannot express a schema), ``"json"`` as the
+    template alone writes them (compact JSON; tml-renderers' declaration)."""
     reasoning: Literal["error", "drop"] = "error"
     """What to do with reasoning of the trained turn that the format cannot write
     (``thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
@@ -88,7 +99,6 @@ class KimiK25Renderer(_KimiK2Base):
     default_model = "moonshotai/Kimi-K2.5"
     Options = KimiK25Options
     _has_thinking = True
-    _declaration_separators = (",", ":")
 
     def _render(
         self,
@@ -107,7 +117,7 @@ class KimiK25Renderer(_KimiK2Base):
             (k for k, m in enumerate(considered) if m.role == "assistant" and not _has_calls(m)),
             default=-1,
         )
-        self._tool_declaration(w, tools)
+        self._tool_declaration(w, tools, options)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -150,6 +160,13 @@ class KimiK25Renderer(_KimiK2Base):
             w.control(self.think)
             if not options.thinking:
                 w.control(self.think_end)
+
+    def _declaration(self, tools: list[Any], options: KimiK25Options) -> str:
+        if options.tool_declaration == "typescript":
+            declaration = typescript_declaration(tools)
+            if declaration is not None:
+                return declaration
+        return _json_declaration(tools, (",", ":"))
 
     def _calls(
         self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds, per_message: bool

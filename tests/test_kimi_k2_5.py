@@ -3,6 +3,8 @@ available offline) on the shared corpus, and the format's own behaviour."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,16 +18,19 @@ from renderers import (
     ToolCallPart,
     get_renderer,
 )
+from renderers.kimi_k2_5_tools import typescript_declaration
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, Conversation, prompts_of
 from tests.tml_oracle import (
     CONFIGS,
     OracleConfig,
     decode,
+    documented_ids,
     expected_example,
     our_items,
     parsed_items,
     prompt_ids,
+    template_ids,
     without_reasoning,
 )
 
@@ -156,14 +161,80 @@ def test_calls_and_results_need_their_ids() -> None:
         r.build_generation_prompt([{"role": "user", "content": "q"}, result])
 
 
-def test_tools_are_declared_as_compact_sorted_json() -> None:
+def test_tools_are_declared_as_compact_sorted_json_on_request() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": "é"}}}]
-    r = renderer()
+    r = renderer(tool_declaration="json")
     text = r.decode(r.build_generation_prompt([{"role": "user", "content": "q"}], tools=tools))
     assert text.startswith(
         '<|im_system|>tool_declare<|im_middle|>[{"function":{"name":"f","parameters":'
         '{"a":"é","b":1}},"type":"function"}]<|im_end|><|im_user|>user'
     )
+
+
+# -- tools declared as the model repository's tokenizer declares them ----------------------
+
+DECLARATIONS = json.loads(
+    (Path(__file__).parent / "data" / "kimi_k2_5_tool_declarations.json").read_text("utf-8")
+)["cases"]
+"""Tool lists and their TypeScript-style declarations as the tokenizer's encoder writes
+them (tinker-cookbook 0.6.1's copy of it; ``null``: it falls back to JSON)."""
+
+
+@pytest.mark.parametrize("case", DECLARATIONS, ids=lambda c: c["case"])
+def test_tools_are_declared_in_typescript_as_the_tokenizer_declares_them(
+    case: dict[str, Any],
+) -> None:
+    tools = case["tools"]
+    assert typescript_declaration(tools) == case["declaration"]
+    declaration = case["declaration"] or json.dumps(
+        tools, ensure_ascii=False, separators=(",", ":")
+    )
+    expected = template_ids(
+        tokenizer_for(MODEL),
+        f"<|im_system|>tool_declare<|im_middle|>{declaration}<|im_end|>"
+        "<|im_user|>user<|im_middle|>q<|im_end|><|im_assistant|>assistant<|im_middle|><think>",
+    )
+    assert renderer().build_generation_prompt([{"role": "user", "content": "q"}], tools=tools) == (
+        expected
+    )
+
+
+def _typescript(text: str) -> str:
+    """The oracle's rendering with its JSON tool declaration written as the tokenizer
+    writes it."""
+    head = "<|im_system|>tool_declare<|im_middle|>"
+    if not text.startswith(head):
+        return text
+    end = text.index("<|im_end|>")
+    tools = json.loads(text[len(head) : end])
+    (declaration,) = [c["declaration"] for c in DECLARATIONS if c["tools"] == tools]
+    return head + declaration + text[end:]
+
+
+TOOLS_CASES = [pytest.param(conv, id=conv.id) for conv in CORPUS if conv.tools]
+
+
+@pytest.mark.parametrize("conversation", TOOLS_CASES)
+def test_corpus_renders_as_the_oracle_with_the_tokenizers_declaration(
+    conversation: Conversation,
+) -> None:
+    """Default options: every generation prompt and supervised example of a conversation
+    with tools is the oracle's with the TypeScript-style declaration instead of its JSON."""
+    r = renderer()
+    tokenizer = tokenizer_for(MODEL)
+    config = K25[0]
+    for prompt in prompts_of(conversation):
+        expected = documented_ids(
+            tokenizer, prompt_ids(config, prompt, conversation.tools), _typescript
+        )
+        assert r.build_generation_prompt(prompt, tools=conversation.tools) == expected
+    if conversation.messages[-1]["role"] == "assistant":
+        tokens, weights = expected_example(
+            config, tokenizer, conversation.messages, conversation.tools, _typescript
+        )
+        example = r.build_supervised_example(conversation.messages, tools=conversation.tools)
+        assert example.tokens.tolist() == tokens
+        assert example.weights.tolist() == weights
 
 
 def test_the_parser_starts_inside_the_reasoning_the_prompt_opened() -> None:

@@ -314,20 +314,28 @@ CONFIGS = [
         "deepseek_v4-thinking_mode=chat",
         reasoning=False,
     ),
-    OracleConfig("kimi_k2.5", "moonshotai/Kimi-K2.5", {}, lambda: tml.KimiK25(), "kimi_k2.5"),
+    # tml-renderers declares Kimi-K2.5's tools as JSON (tool_declaration="json"); the
+    # default, TypeScript-style declaration is checked in tests/test_kimi_k2_5.py.
     OracleConfig(
         "kimi_k2.5",
         "moonshotai/Kimi-K2.5",
-        {"preserve_thinking": True},
-        lambda: tml.KimiK25(strip_thinking_from_history=False),
-        "kimi_k2.5-preserve_thinking=True",
+        {"tool_declaration": "json"},
+        lambda: tml.KimiK25(),
+        "kimi_k2.5-tool_declaration=json",
     ),
     OracleConfig(
         "kimi_k2.5",
         "moonshotai/Kimi-K2.5",
-        {"thinking": False},
+        {"tool_declaration": "json", "preserve_thinking": True},
+        lambda: tml.KimiK25(strip_thinking_from_history=False),
+        "kimi_k2.5-tool_declaration=json-preserve_thinking=True",
+    ),
+    OracleConfig(
+        "kimi_k2.5",
+        "moonshotai/Kimi-K2.5",
+        {"tool_declaration": "json", "thinking": False},
         lambda: tml.KimiK25.disable_thinking(),
-        "kimi_k2.5-thinking=False",
+        "kimi_k2.5-tool_declaration=json-thinking=False",
         reasoning=False,
     ),
 ]

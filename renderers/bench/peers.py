@@ -27,9 +27,10 @@ Which peer renderer stands for which of ours (with our options for the same form
 - ``kimi_k2_thinking``: tml ``KimiK2()``; cookbook ``kimi_k2``.
 - ``gpt_oss``: tml ``GptOss(current_date=...)``; cookbook ``GptOssRenderer(tokenizer,
   use_system_prompt=True, reasoning_effort="medium", current_date=...)``.
-- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4``, ``kimi_k2.5`` (default options): tml
-  ``Qwen35()``, ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats
-  are verified against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
+- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4`` (default options), ``kimi_k2.5``
+  (``tool_declaration="json"``, as the peer declares tools): tml ``Qwen35()``,
+  ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats are verified
+  against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
 
 Nothing is timed before the outputs agree; a disagreement is a row that says where.
 
@@ -307,7 +308,7 @@ _MATCHES: dict[str, list[_Match]] = {
     "qwen3.5": [_Match(TML, "Qwen35()")],
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
-    "kimi_k2.5": [_Match(TML, "KimiK25()")],
+    "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
 }
 
