@@ -20,8 +20,9 @@ end-of-sequence.
 
 - **System turn**: with tools, the tool block (each tool as ``tojson``:
   ``ensure_ascii=False``, default separators) comes first and the first system message's
-  text follows after a blank line; without tools the system message is its own turn. A
-  system message anywhere else is an error in the templates, and here.
+  text follows after a blank line; without tools the system message is its own turn
+  (an empty one: an empty turn in Qwen3.5, none in Qwen3.8). A system message anywhere
+  else is an error in the templates, and here.
 - **Generation prompt**: ``<|im_start|>assistant⏎<think>⏎``: the completion starts inside
   the reasoning, and the parser starts in the thinking state. ``enable_thinking=False``
   closes the block in the prompt, ``<think>⏎⏎</think>⏎⏎``, and the completion starts with
@@ -172,6 +173,7 @@ class _Qwen35Family(Renderer):
     roles = ("system", "user", "assistant", "tool")
     _python_scalars: ClassVar[bool]  # Qwen3.5 writes True/False/None, Qwen3.8 JSON
     _inline_reasoning: ClassVar[bool]  # Qwen3.5 reads "<think>r</think>answer" text
+    _empty_system_turn: ClassVar[bool]  # Qwen3.5 writes an empty system message's turn
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -259,11 +261,12 @@ class _Qwen35Family(Renderer):
         options: Any,
     ) -> None:
         """The effort instruction, the tool block and the system message, a blank line
-        apart; an empty system message is written only when it is the turn's only text."""
+        apart. An empty system message alone is an empty turn in Qwen3.5's template, nothing
+        in Qwen3.8's."""
         first = messages[0]
         system = plain_text(first, 0, self.name).strip() if first.role == "system" else None
         effort = self._effort_instructions(options)
-        if system is None and not effort and not tools:
+        if not (effort or tools or system or (system is not None and self._empty_system_turn)):
             return
         w.control(self.im_start)
         w.text("system\n")
@@ -434,6 +437,7 @@ class Qwen35Renderer(_Qwen35Family):
     Options = Qwen35Options
     _python_scalars = True
     _inline_reasoning = True
+    _empty_system_turn = True
 
 
 class Qwen38Renderer(_Qwen35Family):
@@ -444,6 +448,7 @@ class Qwen38Renderer(_Qwen35Family):
     Options = Qwen38Options
     _python_scalars = False
     _inline_reasoning = False
+    _empty_system_turn = False
 
     def _effort_instructions(self, options: Any) -> str:
         return _EFFORT_INSTRUCTIONS[options.reasoning_effort] if options.enable_thinking else ""

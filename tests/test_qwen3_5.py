@@ -65,8 +65,11 @@ def _tojson(value: str) -> str:
 
 def qwen_template_text(text: str) -> str:
     """The oracle's text as the templates write it: a blank line (not a newline) between
-    a message's text and its first call, and nested argument values as ``tojson``
-    (default separators; the oracle writes them compact)."""
+    a message's text and its first call, nested argument values as ``tojson`` (default
+    separators; the oracle writes them compact), and nothing after the tool block for an
+    empty system message (the templates' ``{%- if content %}``; the oracle writes the
+    blank line before it)."""
+    text = text.replace("</IMPORTANT>\n\n<|im_end|>", "</IMPORTANT><|im_end|>")
     text = re.sub(r"(?<!<\|im_start\|>assistant)(?<=[^>\n])\n<tool_call>", "\n\n<tool_call>", text)
     return re.sub(
         r"(<parameter=[^>\n]*>\n)(.*?)(\n</parameter>)",
@@ -152,6 +155,21 @@ def test_parses_of_trained_turns_equal_the_oracle(
 
 
 # -- the documented differences from the oracle -------------------------------------------
+
+
+@pytest.mark.parametrize("config", QWEN, ids=repr)
+@pytest.mark.parametrize("system", ["", "  \n"], ids=["empty", "blank"])
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no-tools", "tools"])
+def test_an_empty_system_message_renders_as_the_oracle(
+    config: OracleConfig, system: str, tools: Any
+) -> None:
+    """An empty system message alone is an empty turn in Qwen3.5's template and nothing
+    in Qwen3.8's; after the tool block it adds nothing (the corpus's system messages all
+    have text)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]
+    oracle = prompt_ids(config, messages, tools)
+    expected = documented_ids(tokenizer_for(config.model_id), oracle, qwen_template_text)
+    assert renderer(config).build_generation_prompt(messages, tools=tools) == expected
 
 
 def test_text_and_first_call_are_a_blank_line_apart_as_in_the_template() -> None:
