@@ -165,6 +165,13 @@ def deep_sort(value: Any) -> Any:
     return value
 
 
+def _json_declaration(tools: list[Any], separators: tuple[str, str]) -> str:
+    try:
+        return json.dumps(tools, ensure_ascii=False, separators=separators)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"tools: cannot be declared as JSON ({exc})") from None
+
+
 class _KimiK2Base(Renderer):
     """What both Kimi-K2 formats share: turns, tools, tool calls, the parser."""
 
@@ -201,18 +208,17 @@ class _KimiK2Base(Renderer):
 
     # -- rendering ----------------------------------------------------------------------
 
-    def _tool_declaration(self, w: TokenWriter, tools: list[Mapping[str, Any]] | None) -> None:
+    def _tool_declaration(
+        self, w: TokenWriter, tools: list[Mapping[str, Any]] | None, options: Any
+    ) -> None:
         if not tools:
             return
         w.control(self.im_system)
         w.text("tool_declare")
         w.control(self.im_middle)
-        # The JSON sits between two control tokens, so its ids can be encoded on their own
-        # and cached: the same tools are declared in every rollout of a run.
-        try:
-            declaration = json.dumps(deep_sort(tools), ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"tools: cannot be declared as JSON ({exc})") from None
+        # The declaration sits between two control tokens, so its ids can be encoded on
+        # their own and cached: the same tools are declared in every rollout of a run.
+        declaration = self._declaration(deep_sort(tools), options)
         ids = self._declarations.get(declaration)
         if ids is None:
             ids = tuple(self.table.encode(declaration))
@@ -221,6 +227,10 @@ class _KimiK2Base(Renderer):
             self._declarations[declaration] = ids
         w.encoded(ids)
         w.control(self.im_end)
+
+    def _declaration(self, tools: list[Any], options: Any) -> str:
+        """The text declaring ``tools`` (keys deep-sorted): JSON as ``tojson`` writes it."""
+        return _json_declaration(tools, (", ", ": "))
 
     def _default_system(self, w: TokenWriter, text: str, newline: bool) -> None:
         w.control(self.im_system)
@@ -371,7 +381,7 @@ class KimiK2Renderer(_KimiK2Base):
             )
         initial = options.template == "initial"
         _reject_reasoning(messages)
-        self._tool_declaration(w, tools)
+        self._tool_declaration(w, tools, options)
         if messages and messages[0].role != "system":
             if initial:
                 self._default_system(w, INITIAL_DEFAULT_SYSTEM, newline=False)
@@ -419,7 +429,7 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             (k for k, m in enumerate(considered) if m.role == "assistant" and not _has_calls(m)),
             -1,
         )
-        self._tool_declaration(w, tools)
+        self._tool_declaration(w, tools, options)
         if not messages or messages[0].role != "system":
             self._default_system(w, DEFAULT_SYSTEM, newline=False)
         ids = _CallIds()

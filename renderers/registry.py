@@ -24,8 +24,11 @@ __all__ = [
 
 FAMILIES: tuple[str, ...] = (
     "renderers.qwen3",
+    "renderers.qwen3_5",
     "renderers.deepseek_v3",
+    "renderers.deepseek_v4",
     "renderers.kimi_k2",
+    "renderers.kimi_k2_5",
     "renderers.gpt_oss",
 )
 """The modules of the model families; each defines one or more renderer classes."""

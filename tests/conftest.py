@@ -33,10 +33,20 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# The 2026 families' tokenizers are not in the hub cache: the tokenizers tml-renderers
+# bundles stand in for them (tml-renderers is also their rendering and parsing oracle).
+TML_TOKENIZERS = {
+    "Qwen/Qwen3.5-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
+    "Qwen/Qwen3.8-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
+    "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
+    "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
+}
+
+
 @functools.cache
 def tokenizer_for(model_id: str) -> Any:
     """The real tokenizer of ``model_id``, loaded once per test session."""
-    return renderers.load_tokenizer(model_id)
+    return renderers.load_tokenizer(TML_TOKENIZERS.get(model_id, model_id))
 
 
 @pytest.fixture(scope="session")

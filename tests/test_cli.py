@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from renderers import get_renderer
+from renderers.cli import main
 from tests.conftest import tokenizer_for
 
 CLI = [sys.executable, "-m", "renderers.cli"]
@@ -42,6 +43,35 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
     assert "tool call: get_weather" in out
     assert "termination: stop" in out
     assert "\x1b[" not in out  # not a terminal: no colour
+
+
+@pytest.mark.parametrize(
+    ("model", "tokenizer"),
+    [
+        ("qwen3.5", "Qwen35Tokenizer"),
+        ("qwen3.8", "Qwen35Tokenizer"),
+        ("deepseek_v4", "DeepSeekV4Tokenizer"),
+        ("kimi_k2.5", "KimiK25Tokenizer"),
+    ],
+)
+def test_demo_of_each_2026_family_with_a_tokenizer_built_by_its_class(
+    model: str, tokenizer: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In this process: building a tml-renderers tokenizer takes seconds, and the process
+    # shares it with the other tests (a bad --tokenizer is checked in a subprocess below).
+    source = f"tml_renderers.tokenizers:{tokenizer}"
+    assert main(["demo", "--model", model, "--tokenizer", source]) == 0
+    out = capsys.readouterr().out
+    assert f"Prompt for {model} ({model})" in out
+    assert "Thinking (shown to a person" in out and "tool call: get_weather" in out
+    assert "termination: stop" in out
+
+
+def test_a_tokenizer_that_cannot_be_built_is_a_one_line_error() -> None:
+    proc = run("demo", "--model", "qwen3.5", "--tokenizer", "no_such_module:Tok", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("renderers demo: error: cannot build the tokenizer")
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_render_prints_the_generation_prompt_ids(qwen3: Any, tmp_path: Path) -> None:

@@ -6,9 +6,10 @@ one, and invalid token ids given to the parsers (batch and streaming).
 Decisions per format, from the official templates:
 
 - Tool results without a matching call: Qwen3 and DeepSeek carry no call ids or names in
-  their tool-result markup, and Kimi-K2's templates give an unanswered result an explicit
-  fallback id (``functions.{name or "unknown"}:{count}``), so none of them needs a match:
-  such results render like the template renders them. gpt-oss addresses a result from
+  their tool-result markup, Kimi-K2's templates give an unanswered result an explicit
+  fallback id (``functions.{name or "unknown"}:{count}``) and Kimi-K2.5 writes the
+  result's own ``tool_call_id``, so none of them needs a match: such results render like
+  the template renders them. gpt-oss addresses a result from
   the tool it answers (``<|start|>functions.NAME to=assistant``): its template raises
   without a preceding call; the renderer needs the call or the result's ``name``.
 - Reasoning: DeepSeek-V3 (without ``render_thinking=True``) and Kimi-K2-Instruct cannot
@@ -95,12 +96,26 @@ def test_tool_call_arguments_that_are_not_json_name_the_message(spec: Spec, argu
         r.build_generation_prompt(history)
 
 
+# Formats that write one parameter block per argument (Qwen3.5/3.8 XML, DeepSeek-V4 DSML):
+# arguments must be a JSON object (their templates iterate over its items).
+PARAMETER_BLOCKS = {"qwen3.5", "qwen3.8", "deepseek_v4"}
+
+
 @spec_param
 def test_json_arguments_of_any_json_value_and_dicts_render(spec: Spec) -> None:
-    """Arguments are JSON text, or a dict/list serialized like the templates' ``tojson``."""
+    """Arguments are JSON text, or a dict/list serialized like the templates' ``tojson``;
+    formats writing a block per argument need an object (an error naming the call)."""
     r = spec.renderer()
     for arguments in ('{"city": "Zürich", "n": [1, 2.5, true, null]}', "{}", "[]", "3"):
-        both_builds(r, [{"role": "user", "content": "Weather?"}, assistant_call(arguments)])
+        messages = [{"role": "user", "content": "Weather?"}, assistant_call(arguments)]
+        if spec.name in PARAMETER_BLOCKS and not arguments.startswith("{"):
+            with pytest.raises(
+                ValueError,
+                match=r"^messages\[1\]: arguments of tool call 'get_weather' must be a JSON object",
+            ):
+                both_builds(r, messages)
+            continue
+        both_builds(r, messages)
     call = {**CALL, "function": {"name": "f", "arguments": {"a": {"b": "é"}}}}
     both_builds(r, [{"role": "user", "content": "?"}, {"role": "assistant", "tool_calls": [call]}])
 
@@ -131,6 +146,11 @@ KIMI_TRAINED = (
     r"or remove the reasoning$"
 )
 R1_LATER = r"\.content\[1\]: deepseek_v3 writes reasoning R1-style, one <think> block"
+QWEN_NO_THINKING = (
+    r": qwen3\.%s with enable_thinking=False cannot write the reasoning of this trained turn"
+)
+V4_CHAT = r": deepseek_v4 in chat mode cannot write the reasoning of this trained turn"
+K25_NO_THINKING = r": kimi_k2\.5 with thinking=False cannot write the reasoning of this trained"
 
 # Variants that render reasoning, but not in every case below: case -> (the error after
 # "messages[INDEX]", whether a generation prompt with the message as history fails too).
@@ -146,6 +166,20 @@ RENDERS_REASONING_EXCEPT: dict[tuple[str, Any], dict[str, tuple[str, bool]]] = {
         "before_calls": (V31_TRAINED, False),
     },
     ("kimi_k2_thinking", ()): {"trained": (KIMI_TRAINED, False)},
+    # Thinking off: the generation prompt closes an empty think block, so the trained
+    # turn cannot carry reasoning (history turns drop theirs by the template's design).
+    ("qwen3.5", (("enable_thinking", False),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (QWEN_NO_THINKING % "5", False)
+    ),
+    ("qwen3.8", (("enable_thinking", False), ("preserve_thinking", False))): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (QWEN_NO_THINKING % "8", False)
+    ),
+    ("deepseek_v4", (("thinking_mode", "chat"),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (V4_CHAT, False)
+    ),
+    ("kimi_k2.5", (("thinking", False),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (K25_NO_THINKING, False)
+    ),
 }
 
 
@@ -259,8 +293,12 @@ def test_tool_result_without_a_call_renders_as_the_template_does(spec: Spec) -> 
     ]
     text = r.decode(r.build_generation_prompt(messages))
     assert "sunny" in text
-    if spec.name.startswith("kimi") and dict(spec.options).get("template") != "initial":
+    # Kimi-K2.5 writes the result's own tool_call_id (required, see test_kimi_k2_5.py).
+    counts_ids = spec.name in ("kimi_k2", "kimi_k2_thinking")
+    if counts_ids and dict(spec.options).get("template") != "initial":
         assert "## Return of functions.get_weather:0\nsunny" in text
+    if spec.name == "kimi_k2.5":
+        assert "## Return of call_9\nsunny" in text
     # More results than calls: the extra one takes the fallback too.
     messages = [
         {"role": "user", "content": "Weather?"},
@@ -270,9 +308,11 @@ def test_tool_result_without_a_call_renders_as_the_template_does(spec: Spec) -> 
     ]
     text = r.decode(r.build_generation_prompt(messages))
     assert "sunny" in text and "rainy" in text
-    if spec.name.startswith("kimi") and dict(spec.options).get("template") != "initial":
+    if counts_ids and dict(spec.options).get("template") != "initial":
         assert "## Return of functions.get_weather:0\nsunny" in text
         assert "## Return of functions.unknown:1\nrainy" in text
+    if spec.name == "kimi_k2.5":
+        assert "## Return of call_1\nsunny" in text and "## Return of call_2\nrainy" in text
 
 
 # -- invalid token ids ----------------------------------------------------------------------

@@ -28,7 +28,7 @@ HARMLESS_ANSWER = "plain answer"
 # (Qwen3 without reasoning; DeepSeek-V3.1 on a plain answer), as their templates do: the
 # text before it becomes reasoning. That is interpretation by design, not injection, so
 # in assistant text (only) these formats get the control strings without "</think>".
-SPLITS_AT_THINK_END = {"qwen3", "deepseek_v3.1"}
+SPLITS_AT_THINK_END = {"qwen3", "qwen3.5", "deepseek_v3.1"}
 
 # Where a template drops the reasoning of the trained (last) turn, the renderer refuses it
 # (the error is asserted by ``trainable``) and the supervised builds below train on the
@@ -150,11 +150,11 @@ def test_each_format_marker_alone_stays_ordinary_text(spec: Spec) -> None:
 @spec_param
 def test_control_strings_in_unparsed_tool_calls_stay_ordinary_text(spec: Spec) -> None:
     """An unparsed call's raw text is written back as sampled; only the spelled separator
-    that split the call's segments (DeepSeek's ``<｜tool▁sep｜>``, Kimi's first
-    ``<|tool_call_argument_begin|>``) is written as its token, by design, so that parsed
-    messages render back. Every other control string stays text."""
+    that split the call's segments (DeepSeek's ``<｜tool▁sep｜>`` and V4's ``｜DSML｜``,
+    Kimi's first ``<|tool_call_argument_begin|>``) is written as its token, by design, so
+    that parsed messages render back. Every other control string stays text."""
     r = spec.renderer()
-    separators = {"<｜tool▁sep｜>", "<|tool_call_argument_begin|>"}
+    separators = {"<｜tool▁sep｜>", "<|tool_call_argument_begin|>", "｜DSML｜"}
     raw = "".join(t for t in sorted(r.table.control_tokens) if t not in separators)
     for text in (raw, "{not json " + raw):
         messages = [

@@ -44,7 +44,7 @@ from renderers import (
     get_renderer,
 )
 from renderers.core.messages import Part, coerce_messages
-from renderers.core.parsing import StreamParser
+from renderers.core.parsing import StreamParser, json_object_members
 from renderers.kimi_k2 import tool_name_from_id
 from tests import strategies
 from tests.conftest import tokenizer_for
@@ -86,6 +86,12 @@ class Layout:
     segment_markers: tuple[str, ...] = ()
     first_segment_only: bool = False
     verbatim_names: bool = True
+    kept_controls: tuple[str, ...] = ()
+    """Control tokens the parser keeps as their text where they are out of place (no
+    sampled character lost); where they are structure, their text is a separator."""
+    arguments_in_span: bool = True
+    """False for formats that write each argument in its own markup (XML, DSML): the
+    arguments' JSON text is not in the span, each string value is."""
     text_check: TextCheck | None = None
     """Replaces the separator check of text and thinking parts (formats whose structure
     includes text, like Harmony headers)."""
@@ -707,10 +713,246 @@ GPT_OSS = Layout(text_check=gpt_oss_text_check)
 GPT_OSS_MESSAGES = strategies.assistant_messages(named_unparsed=True)
 GPT_OSS_DATE = (("date", "2025-06-01"),)
 
+# -- Qwen3.5 / Qwen3.8 ------------------------------------------------------------------------
+
+
+def _xml_value(value: Any, raw: str, python_scalars: bool) -> str:
+    """The text a Qwen3.5/3.8 parameter holds (documented): strings as is, Qwen3.5's
+    booleans and null as Python prints them, other values as given."""
+    if isinstance(value, str):
+        return value
+    if python_scalars and (value is None or isinstance(value, bool)):
+        return str(value)
+    return raw
+
+
+def _json_or_string(text: str) -> str:
+    """How the parsers read a parameter: JSON when it is JSON, else a string."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def _xml_call(p: Part, python_scalars: bool) -> Part | None:
+    """``<function=NAME>`` with one ``<parameter=KEY>`` block per argument; ``None`` when a
+    key or value cannot be read back (a key with ``>`` or a newline, a value holding
+    ``</parameter>``)."""
+    if type(p) is UnparsedToolCallPart:
+        return UnparsedToolCallPart(_nfc(p.raw), "?")
+    assert type(p) is ToolCallPart
+    members = []
+    for key, value, raw in json_object_members(p.arguments):
+        key, text = _nfc(key), _nfc(_xml_value(value, raw, python_scalars))
+        if ">" in key or "\n" in key or "</parameter>" in text:
+            return None
+        members.append(json.dumps(key, ensure_ascii=False) + ": " + _json_or_string(text))
+    return ToolCallPart(p.name, "{" + ", ".join(members) + "}")
+
+
+def qwen35_canonical(*, inline: bool, python_scalars: bool) -> Callable[[Message], Message | None]:
+    """Qwen3.5/3.8 (documented): text and reasoning trimmed, then NFC (the tokenizer's
+    normalizer); the turn's leading reasoning is its think block; any think block (empty
+    ones too) and any call separates the text around it; calls carry no ids. Qwen3.5 reads
+    reasoning written inline in a plain answer (its template's convention)."""
+
+    def canonical(m: Message) -> Message | None:
+        parts = _qwen3_inline(m.parts) if inline else list(m.parts)
+        out: list[Part] = []
+        previous = "thinking"
+        for p in parts:
+            if type(p) is ThinkingPart:
+                t = _nfc(p.text.strip())
+                if t:
+                    out.append(ThinkingPart(t))
+                previous = "thinking"
+            elif type(p) is TextPart:
+                t = _nfc(p.text.strip())
+                if t and previous == "text":
+                    out.append(TextPart(out.pop().text + t))  # type: ignore[union-attr]
+                elif t:
+                    out.append(TextPart(t))
+                    previous = "text"
+            else:
+                call = _xml_call(p, python_scalars)
+                if call is None:
+                    return None
+                out.append(call)
+                previous = "call"
+        return Message("assistant", out)
+
+    return canonical
+
+
+def qwen35_no_thinking_canonical(
+    *, inline: bool, python_scalars: bool
+) -> Callable[[Message], Message | None]:
+    """``enable_thinking=False``: a turn with reasoning is refused (see
+    :func:`qwen35_no_thinking_reasoning`) and renders without it; blank think blocks of a
+    turn without reasoning still separate the text around them."""
+    canonical = qwen35_canonical(inline=inline, python_scalars=python_scalars)
+
+    def no_thinking(m: Message) -> Message | None:
+        parts = _qwen3_inline(m.parts) if inline else list(m.parts)
+        if any(type(p) is ThinkingPart and p.text.strip() for p in parts):
+            m = Message("assistant", [p for p in parts if type(p) is not ThinkingPart])
+        return canonical(m)
+
+    return no_thinking
+
+
+def qwen35_no_thinking_reasoning(name: str, *, inline: bool) -> TrainedReasoning:
+    """``enable_thinking=False`` (documented): the generation prompt closes an empty think
+    block, so reasoning of the trained turn is refused (without it, it renders)."""
+
+    def lost(msgs: list[Message]) -> tuple[str, Message] | None:
+        i = len(msgs) - 1
+        m = msgs[i]
+        if m.role != "assistant":
+            return None
+        parts = _qwen3_inline(m.parts) if inline else list(m.parts)
+        if not any(type(p) is ThinkingPart and p.text.strip() for p in parts):
+            return None
+        pattern = (
+            rf"^messages\[{i}\]: {re.escape(name)} with enable_thinking=False cannot write "
+            r"the reasoning of this trained turn"
+        )
+        kept = [p for p in parts if type(p) is not ThinkingPart]
+        return pattern, Message("assistant", kept, m.name)
+
+    return lost
+
+
+QWEN35 = Layout(
+    separators=r"\n",
+    kept_controls=("<think>", "</think>", "<tool_call>", "</tool_call>"),
+    arguments_in_span=False,
+)
+
+# -- DeepSeek-V4 --------------------------------------------------------------------------------
+
+_DSML = "｜DSML｜"
+
+
+def _dsml_call(p: Part) -> Part | None:
+    """An ``invoke`` with one parameter per argument (string values flagged, the others
+    as given); ``None`` when a key cannot be read back (a quote or a newline)."""
+    if type(p) is UnparsedToolCallPart:
+        return UnparsedToolCallPart(p.raw, "?")
+    assert type(p) is ToolCallPart
+    members = []
+    for key, value, raw in json_object_members(p.arguments):
+        if '"' in key or "\n" in key:
+            return None
+        text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else raw
+        members.append(json.dumps(key, ensure_ascii=False) + ": " + text)
+    return ToolCallPart(p.name, "{" + ", ".join(members) + "}")
+
+
+def dsv4_canonical(*, thinking: bool) -> Callable[[Message], Message | None]:
+    """DeepSeek-V4 (documented): text and reasoning as written; in thinking mode the
+    turn's leading reasoning is the block the prompt opened, later ones ``<think>`` blocks
+    (chat mode writes none); a think block or a section separates the text around it."""
+
+    def canonical(m: Message) -> Message | None:
+        parts = list(m.parts)
+        out: list[Part] = []
+        if not thinking:
+            parts = [p for p in parts if type(p) is not ThinkingPart]
+        boundary = True
+        for p in parts:
+            if type(p) is ThinkingPart:
+                if p.text:
+                    out.append(ThinkingPart(p.text))
+                boundary = True
+            elif type(p) is TextPart:
+                if not p.text:
+                    continue
+                if not boundary and out and type(out[-1]) is TextPart:
+                    out[-1] = TextPart(out[-1].text + p.text)
+                else:
+                    out.append(TextPart(p.text))
+                boundary = False
+            else:
+                call = _dsml_call(p)
+                if call is None:
+                    return None
+                out.append(call)
+                boundary = True
+        return Message("assistant", out)
+
+    return canonical
+
+
+def dsv4_chat_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    """Chat mode (documented): reasoning of the trained turn cannot be written."""
+    i = len(msgs) - 1
+    m = msgs[i]
+    if m.role != "assistant" or not any(type(p) is ThinkingPart and p.text for p in m.parts):
+        return None
+    pattern = rf"^messages\[{i}\]: deepseek_v4 in chat mode cannot write the reasoning"
+    return pattern, Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
+
+
+DSV4 = Layout(
+    separators=r"\n|</?|tool_calls>",
+    segment_markers=(_DSML,),
+    kept_controls=(_DSML, "<think>", "</think>"),
+    arguments_in_span=False,
+)
+# Unparsed calls in DeepSeek-V4's shape: an invoke whose body is not parameter blocks.
+DSV4_UNPARSED = strategies.text.map(
+    lambda t: f'<{_DSML}invoke name="f">\n{{not json {t}\n</{_DSML}invoke>'
+)
+
+
+def dsv4_messages() -> st.SearchStrategy[Message]:
+    call = st.one_of(
+        strategies.tool_call_parts(), st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?"))
+    )
+    part = st.one_of(strategies.thinking_parts(), strategies.text_parts(), call)
+    return st.lists(part, max_size=6).map(lambda ps: Message("assistant", ps))
+
+
+# -- Kimi-K2.5 ------------------------------------------------------------------------------------
+
+
+def with_kimi_ids(m: Message) -> Message:
+    """Calls with ids as Kimi models sample them (``functions.NAME:IDX``, IDX counting the
+    message's calls): Kimi-K2.5 writes the caller's ids."""
+    out: list[Part] = []
+    index = 0
+    for p in m.parts:
+        if type(p) is ToolCallPart:
+            p = ToolCallPart(p.name, p.arguments, id=f"functions.{p.name}:{index}")
+        if _is_call(p):
+            index += 1
+        out.append(p)
+    return Message(m.role, out, m.name)
+
+
+def kimi25_no_thinking_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    i = len(msgs) - 1
+    m = msgs[i]
+    if m.role != "assistant" or not any(type(p) is ThinkingPart and p.text for p in m.parts):
+        return None
+    pattern = rf"^messages\[{i}\]: kimi_k2\.5 with thinking=False cannot write the reasoning"
+    return pattern, Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
+
+
+def _query_last(conversation: list[dict[str, Any]]) -> bool:
+    """Qwen3.5/3.8 need a user message that is not only wrapped tool output."""
+    users = [m["content"].strip() for m in conversation if m["role"] == "user"]
+    wrapped = [u.startswith("<tool_response>") and u.endswith("</tool_response>") for u in users]
+    return not all(wrapped)
+
+
 # -- the specs -----------------------------------------------------------------------------
 
 QWEN3_MESSAGES = strategies.assistant_messages()
 NO_REASONING = strategies.conversations(reasoning=False)
+QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
@@ -798,6 +1040,78 @@ SPECS = [
         strategies.assistant_messages(),
         kimi_thinking_keep_canonical,
         KIMI,
+    ),
+    Spec(
+        "qwen3.5",
+        "Qwen/Qwen3.5-27B",
+        (),
+        QWEN3_MESSAGES,
+        qwen35_canonical(inline=True, python_scalars=True),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
+    Spec(
+        "qwen3.5",
+        "Qwen/Qwen3.5-27B",
+        (("enable_thinking", False),),
+        QWEN3_MESSAGES,
+        qwen35_no_thinking_canonical(inline=True, python_scalars=True),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+        trained_reasoning=qwen35_no_thinking_reasoning("qwen3.5", inline=True),
+    ),
+    Spec(
+        "qwen3.8",
+        "Qwen/Qwen3.8-27B",
+        (),
+        QWEN3_MESSAGES,
+        qwen35_canonical(inline=False, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
+    Spec(
+        "qwen3.8",
+        "Qwen/Qwen3.8-27B",
+        (("enable_thinking", False), ("preserve_thinking", False)),
+        QWEN3_MESSAGES,
+        qwen35_no_thinking_canonical(inline=False, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+        trained_reasoning=qwen35_no_thinking_reasoning("qwen3.8", inline=False),
+    ),
+    Spec(
+        "deepseek_v4",
+        "deepseek-ai/DeepSeek-V4-Pro",
+        (),
+        dsv4_messages(),
+        dsv4_canonical(thinking=True),
+        DSV4,
+    ),
+    Spec(
+        "deepseek_v4",
+        "deepseek-ai/DeepSeek-V4-Pro",
+        (("thinking_mode", "chat"),),
+        dsv4_messages(),
+        dsv4_canonical(thinking=False),
+        DSV4,
+        trained_reasoning=dsv4_chat_reasoning,
+    ),
+    Spec(
+        "kimi_k2.5",
+        "moonshotai/Kimi-K2.5",
+        (),
+        strategies.assistant_messages().map(with_kimi_ids),
+        kimi_thinking_keep_canonical,
+        KIMI,
+    ),
+    Spec(
+        "kimi_k2.5",
+        "moonshotai/Kimi-K2.5",
+        (("thinking", False),),
+        strategies.assistant_messages().map(with_kimi_ids),
+        kimi_canonical,
+        KIMI,
+        trained_reasoning=kimi25_no_thinking_reasoning,
     ),
     Spec(
         "gpt_oss",
@@ -1043,15 +1357,24 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
             assert part.raw == source
         else:
             assert isinstance(part, ToolCallPart)
-            assert part.arguments in source
+            if layout.arguments_in_span:
+                assert part.arguments in source
+            else:
+                values = json.loads(part.arguments).values()
+                assert all(v in source for v in values if isinstance(v, str))
             if layout.verbatim_names:
                 assert (part.id or part.name) in source
     if layout.text_check is not None:
         layout.text_check(r, ids, end, parts, spans)
         return result
-    outside = _decode_runs(r, ids[:end], lambda k: in_call[k] or ids[k] in structural)
+    kept = {r.table.control_id(m) for m in layout.kept_controls}
+    outside = _decode_runs(
+        r, ids[:end], lambda k: in_call[k] or (ids[k] in structural and ids[k] not in kept)
+    )
     texts = [p.text for p in parts if isinstance(p, (TextPart, ThinkingPart)) and p.text]
-    gap = f"(?:{layout.separators})*" if layout.separators else ""
+    separators = [layout.separators] if layout.separators else []
+    separators += map(re.escape, layout.kept_controls)
+    gap = f"(?:{'|'.join(separators)})*" if separators else ""
     pattern = gap + gap.join(map(re.escape, texts)) + gap
     assert re.fullmatch(pattern, outside, re.DOTALL), (texts, outside)
     return result
@@ -1087,8 +1410,9 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
         parts.append(TextPart(f"answer {k} " * k + "日本語"))
-        if k % 3 == 0:
-            parts.append(ToolCallPart("lookup", json.dumps({"k": k, "q": "é"})))
+        if k % 3 == 0:  # with the id Kimi-K2.5 writes (the other formats ignore it)
+            arguments = json.dumps({"k": k, "q": "é"})
+            parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))
         out.append(Message("assistant", parts))
     return out
 

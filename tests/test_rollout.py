@@ -15,6 +15,7 @@ import pytest
 from renderers import Message, TextPart, ThinkingPart, ToolCallPart, get_renderer
 from tests.conftest import tokenizer_for
 from tests.oracle import hf_template_ids
+from tests.tml_oracle import CONFIGS, prompt_ids
 
 TOOLS = [
     {
@@ -469,3 +470,50 @@ def test_every_renderer_reports_why_rerendering_is_not_an_extension(name: str) -
     report = r.extension_property
     assert report.holds is False
     assert "re-tokenized" in report.explanation or "re-serialized" in report.explanation
+
+
+# -- the 2026 families (oracle: tml-renderers) ---------------------------------------------
+
+
+# The first oracle configuration of each renderer (its default options, Kimi-K2.5's with the
+# oracle's JSON tool declaration).
+_FIRST_CONFIGS = list({c.name: c for c in reversed(CONFIGS)}.values())
+
+
+@pytest.mark.parametrize("config", _FIRST_CONFIGS, ids=repr)
+def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any) -> None:
+    """A sampled call turn, with a tokenization encoding would not give, is kept byte for
+    byte; the tool result and the next generation prompt are what the oracle renders after
+    that turn's stop token; a turn cut off inside its reasoning is closed first."""
+    r = get_renderer(config.name, tokenizer_for(config.model_id), **config.options)
+    rollout = r.rollout(START, tools=TOOLS)
+    prompt = rollout.prompt_ids
+    assert prompt == prompt_ids(config, START, TOOLS)
+    call = {"id": "functions.get_weather:0", "type": "function"}
+    call["function"] = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    answer = {
+        "role": "assistant",
+        "content": "Checking.",
+        "reasoning_content": "Need the weather.",
+        "tool_calls": [call],
+    }
+    example = r.build_supervised_example([*START, answer], tools=TOOLS)
+    sampled = example.tokens[example.weights > 0].tolist()
+    checking = r.table.encode("Checking")
+    k = next(i for i in range(len(sampled)) if sampled[i : i + len(checking)] == checking)
+    completion = [*sampled[:k], *split_tokens(r, "Checking"), *sampled[k + len(checking) :]]
+    result = rollout.add_completion(completion)
+    assert result.message.thinking == "Need the weather."
+    assert [c.name for c in result.message.tool_calls] == ["get_weather"]
+    tool = {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "21C"}
+    tool["name"] = "get_weather"
+    next_prompt = rollout.add_messages([tool])
+    assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
+    full = prompt_ids(config, [*START, answer, tool], TOOLS)
+    stop = r.stop_token_ids[0]
+    end = [i for i, t in enumerate(full) if t == stop][prompt.count(stop)]
+    assert next_prompt[len(prompt) + len(completion) :] == full[end + 1 :]
+    # Cut off inside the reasoning: the next prompt closes it, then the turn.
+    cut = r.table.encode("Still thinking")
+    closed = r.next_turn_prompt(prompt, cut, [{"role": "user", "content": "Go on."}], TOOLS)
+    assert closed[len(prompt) : len(prompt) + len(cut) + 2] == [*cut, r.think_end, stop]

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from renderers.bench import report, suite
-from renderers.registry import renderer_names
+from renderers.core.loading import TokenizerUnavailableError, load_tokenizer
+from renderers.registry import renderer_class, renderer_names
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,12 +49,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="small lengths and few repeats (a smoke test)"
     )
+    parser.add_argument(
+        "--tokenizer",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE",
+        help="the tokenizer of renderer NAME, instead of its default model's: a hub id, a "
+        "local directory or MODULE:CLASS (e.g. qwen3.5=tml_renderers.tokenizers:"
+        "Qwen35Tokenizer); repeatable",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(models) - set(renderer_names()))
     if unknown:
         parser.error(f"unknown model(s): {', '.join(unknown)}")
+    sources: dict[str, str] = {}
+    for pair in args.tokenizer:
+        name, sep, source = pair.partition("=")
+        if not sep or name.strip() not in renderer_names():
+            parser.error(f"--tokenizer expects NAME=SOURCE with a renderer NAME, got {pair!r}")
+        sources[name.strip()] = source.strip()
+    tokenizers = {}
+    for name in list(models):
+        try:
+            source = sources.get(name) or renderer_class(name).default_model
+            tokenizers[name] = load_tokenizer(source)
+        except TokenizerUnavailableError as exc:
+            models.remove(name)
+            print(f"renderers bench: skipping {name}: {exc}", file=sys.stderr)
     try:
         lengths = [int(x) for x in args.lengths.split(",")]
         feeds = [int(x) for x in args.feeds.split(",")]
@@ -63,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lengths, feeds, repeats, memory = [500, 2000], [1, 16], 3, 2000
     else:
         repeats, memory = args.repeats, args.memory_tokens
-    config = suite.Config(models, lengths, feeds, repeats, memory, quiet=args.quiet)
+    config = suite.Config(
+        models, lengths, feeds, repeats, memory, quiet=args.quiet, tokenizers=tokenizers
+    )
     machine = suite.machine()
     rows = suite.run(config)
     for path in report.write(rows, machine, config, args.output):

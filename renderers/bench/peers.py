@@ -27,6 +27,10 @@ Which peer renderer stands for which of ours (with our options for the same form
 - ``kimi_k2_thinking``: tml ``KimiK2()``; cookbook ``kimi_k2``.
 - ``gpt_oss``: tml ``GptOss(current_date=...)``; cookbook ``GptOssRenderer(tokenizer,
   use_system_prompt=True, reasoning_effort="medium", current_date=...)``.
+- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4`` (default options), ``kimi_k2.5``
+  (``tool_declaration="json"``, as the peer declares tools): tml ``Qwen35()``,
+  ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats are verified
+  against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
 
 Nothing is timed before the outputs agree; a disagreement is a row that says where.
 
@@ -301,6 +305,10 @@ _MATCHES: dict[str, list[_Match]] = {
         _Match(COOKBOOK, "deepseekv3_thinking", _THINKING_V31, "thinking", tools=False),
     ],
     "kimi_k2_thinking": [_Match(TML, "KimiK2()"), _Match(COOKBOOK, "kimi_k2")],
+    "qwen3.5": [_Match(TML, "Qwen35()")],
+    "qwen3.8": [_Match(TML, "Qwen38()")],
+    "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
+    "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
 }
 
@@ -526,6 +534,10 @@ class _Tml(_Adapter):
                 "DeepSeekV31()": lambda: R.DeepSeekV31(),
                 "DeepSeekV31.thinking()": lambda: R.DeepSeekV31.thinking(),
                 "KimiK2()": lambda: R.KimiK2(),
+                "Qwen35()": lambda: R.Qwen35(),
+                "Qwen38()": lambda: R.Qwen38(),
+                "DeepSeekV4()": lambda: R.DeepSeekV4(),
+                "KimiK25()": lambda: R.KimiK25(),
                 "GptOss(current_date=…)": lambda: R.GptOss(current_date=date or None),
             }
             self._peers[key] = makers[match.peer]()

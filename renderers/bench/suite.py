@@ -28,6 +28,8 @@ class Config:
     memory_tokens: int
     quiet: bool = False
     today: str = field(default_factory=lambda: _dt.date.today().isoformat())
+    tokenizers: dict[str, Any] = field(default_factory=dict)
+    """Tokenizer objects by renderer name, where not the default model's."""
 
 
 def _template_ids(
@@ -114,7 +116,7 @@ def run(config: Config) -> list[Row]:
     steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 3)
     progress = Progress(steps, config.quiet)
     for name in config.models:
-        renderer = get_renderer(name, **_bench_options(name, config))
+        renderer = get_renderer(name, config.tokenizers.get(name), **_bench_options(name, config))
         decode = renderer.tokenizer.decode
         # nominal length -> (seconds, actual tokens)
         parse_by_length: dict[int, tuple[float, int]] = {}

@@ -97,9 +97,10 @@ def assistant_message(renderer: Renderer, n_tokens: int, *, malformed: bool = Fa
     text1 = _text_of_tokens(renderer, int(n_tokens * 0.05), 1000)
     think2 = _text_of_tokens(renderer, int(n_tokens * 0.10), 3000)
     answer = _text_of_tokens(renderer, int(n_tokens * 0.35), 7000)
+    arguments = [json.dumps({"query": f"topic {k} — ünïcode", "limit": k + 1}) for k in range(3)]
+    # Ids as Kimi models sample them (Kimi-K2.5 writes the caller's; the others ignore them).
     calls: list[Any] = [
-        ToolCallPart("search", json.dumps({"query": f"topic {k} — ünïcode", "limit": k + 1}))
-        for k in range(3)
+        ToolCallPart("search", a, id=f"functions.search:{k}") for k, a in enumerate(arguments)
     ]
     if malformed:
         calls[1] = UnparsedToolCallPart('{"name": "search", "arguments": {"query": oops}', "bad")

@@ -98,6 +98,13 @@ def add_model_argument(
         help="renderer name or model id (see `renderers models`)"
         + (f" (default: {default})" if default else ""),
     )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SOURCE",
+        help="where the tokenizer comes from, instead of the model's hub repository: a hub "
+        "id, a local directory, or MODULE:CLASS naming a tokenizer class built without "
+        "arguments (e.g. tml_renderers.tokenizers:Qwen35Tokenizer)",
+    )
 
 
 def add_option_argument(parser: argparse.ArgumentParser) -> None:

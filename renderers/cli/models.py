@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from renderers.cli.common import option_pairs
+from renderers.core.loading import load_tokenizer
 from renderers.core.options import describe_options
 from renderers.registry import get_renderer, renderer_class, renderer_classes
 from renderers.rendering import Renderer
@@ -54,4 +55,6 @@ def renderer_from_args(
     cls = renderer_class(args.model)
     options = dict((defaults or {}).get(cls.name, {}))
     options.update(cls.options_from_text(option_pairs(getattr(args, "option", []))))
-    return get_renderer(args.model, **options)
+    source = getattr(args, "tokenizer", None)
+    tokenizer = load_tokenizer(source) if source else None
+    return get_renderer(args.model, tokenizer, **options)

@@ -4,8 +4,9 @@
 BPE about 6-7x faster. It is used only for tokenizers on the proven list below: each entry
 is a fingerprint of a token table (every token's bytes) with the split pattern and
 normalizer of that tokenizer, and ``tests/test_fast_encoding.py`` proves, on a large varied
-corpus, that tiktoken gives the ids of the tokenizer itself. Any other tokenizer (or a
-failed self-check at load) keeps the ``tokenizers`` encoder.
+corpus, that tiktoken gives the ids of the tokenizer itself (a Hugging Face tokenizer's or
+an ordinary-text tokenizer's own encoder). Any other tokenizer (or a failed self-check at
+load) keeps the tokenizer's own encoder.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class ByteVocabulary(Protocol):
 _QWEN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Qwen3.5's pattern: letters run together with their combining marks, and punctuation runs
+# stop at a mark (Qwen3's put marks in the punctuation class).
+_QWEN35 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 _O200K = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
@@ -94,6 +101,17 @@ PROVEN: dict[str, Proven] = {
     ),
     "68f0af56d51ba0c75d3536e44bbe5b8b366cf154503807ea56594a56859beceb": Proven(
         "deepseek-ai/DeepSeek-V3.1", _DEEPSEEK, nfc=False
+    ),
+    # The 2026 families, as tml-renderers 0.2.1 bundles their tokenizers (the proof's
+    # reference is the bundled tokenizer's own encode_ordinary).
+    "d5f3f820ba97a1c3eb5962acbed006542b6c941fed59f385a53cce9ef1f2f74a": Proven(
+        "Qwen/Qwen3.5-27B", _QWEN35, nfc=True
+    ),
+    "7adf774ae88a9d42d1d594f3951d7e40805fc1c81c4170864730c82d4a53e03f": Proven(
+        "deepseek-ai/DeepSeek-V4-Pro", _DEEPSEEK, nfc=False
+    ),
+    "346409135c11aa04183aba51197491694de9245cc109e3009d283c1638085c50": Proven(
+        "moonshotai/Kimi-K2.5", _KIMI, nfc=False
     ),
 }
 """Fingerprint -> how to encode; filled only with tokenizers the tests prove equal."""

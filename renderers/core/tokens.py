@@ -8,43 +8,17 @@ text that never produces a control token, even when the text spells one.
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from tokenizers import Tokenizer
 
-from renderers.core.byte_level import bytes_to_unicode
 from renderers.core.fast_encoding import fast_encoder
+from renderers.core.vocabulary import class_spec, read_vocabulary
 
 __all__ = ["TokenTable", "token_table"]
-
-_UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
-
-
-def _backend(tokenizer: Any) -> Tokenizer:
-    if isinstance(tokenizer, Tokenizer):
-        return tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if isinstance(backend, Tokenizer):
-        return backend
-    raise TypeError(
-        f"unsupported tokenizer {type(tokenizer).__name__}: expected a Hugging Face fast "
-        "tokenizer (with .backend_tokenizer) or a tokenizers.Tokenizer"
-    )
-
-
-def _is_byte_level(backend: Tokenizer) -> bool:
-    decoder = backend.decoder
-    if type(decoder).__name__ == "ByteLevel":
-        return True
-    if decoder is None:
-        return False
-    spec = json.loads(backend.to_str()).get("decoder") or {}
-    return any(d.get("type") == "ByteLevel" for d in spec.get("decoders", []))
 
 
 class TokenTable:
@@ -58,25 +32,10 @@ class TokenTable:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        backend = _backend(tokenizer)
-        if not _is_byte_level(backend):
-            raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
-        vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
-        added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
-        size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
-        table: list[bytes | None] = [None] * size
-        u2b = _UNICODE_TO_BYTE
-        for piece, i in vocab.items():
-            try:
-                table[i] = bytes([u2b[c] for c in piece])
-            except KeyError:
-                if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
-                    continue
-                raise TypeError(f"token {piece!r} is not byte-level encoded") from None
-        control: dict[str, int] = {}
-        for i, content in added.items():
-            table[i] = content.encode("utf-8")
-            control[content] = i
+        vocabulary = read_vocabulary(tokenizer)
+        table = vocabulary.pieces
+        control = vocabulary.control
+        size = len(table)
         self.vocab_size = size
         self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
         self.valid = [b is not None for b in table]
@@ -93,29 +52,21 @@ class TokenTable:
         self.control_tokens: dict[str, int] = control
         self.control_ids = frozenset(control.values())
         self._id_to_control = {i: s for s, i in control.items()}
-        self._backend = backend
-        self._encoder_: Tokenizer | None = None
+        self._vocabulary = vocabulary
         self._encode_fn: Callable[[str], list[int]] | None = None
         self._fast = False
-        self._encoder_lock = threading.Lock()
         self._cache: dict[str, list[int]] = {}
 
     @property
-    def _encoder(self) -> Tokenizer:
-        """The tokenizer without its added tokens: text is only ever split by the
-        pre-tokenizer and BPE, so a user typing ``<|im_end|>`` gets ordinary tokens.
-        Built on first use (parsing never needs it)."""
-        encoder = self._encoder_
-        if encoder is None:
-            with self._encoder_lock:
-                encoder = self._encoder_
-                if encoder is None:
-                    encoder = self._encoder_ = _without_added_tokens(self._backend)
-        return encoder
+    def _encoder(self) -> Any:
+        """A Hugging Face tokenizer's copy without added tokens (the fast-encoding proof
+        batch-encodes with it); ``None`` for other tokenizers."""
+        plain = self._vocabulary.plain_encoder
+        return plain() if plain is not None else None
 
     def _reference_encode(self, text: str) -> list[int]:
-        ids: list[int] = self._encoder.encode(text, add_special_tokens=False).ids
-        return ids
+        """The tokenizer's own ordinary-text encoding of ``text``."""
+        return self._vocabulary.encode(text)
 
     @property
     def fast_encoding(self) -> bool:
@@ -134,15 +85,9 @@ class TokenTable:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_encoder_"] = None
         state["_encode_fn"] = None
         state["_cache"] = {}
-        del state["_encoder_lock"]
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._encoder_lock = threading.Lock()
 
     def control_id(self, text: str) -> int:
         """The id of the control token spelled ``text`` (``KeyError`` if there is none)."""
@@ -173,8 +118,7 @@ class TokenTable:
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Like :meth:`encode`, also returning each token's character span in ``text``."""
-        enc = self._encoder.encode(text, add_special_tokens=False)
-        return enc.ids, enc.offsets
+        return self._vocabulary.encode_with_offsets(text)
 
     def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
         """Raise ``ValueError`` naming the first position holding an invalid token id
@@ -212,18 +156,6 @@ class TokenTable:
 _GATHER_CHUNK = 1 << 15
 
 
-def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
-    spec = backend.to_str()
-    # Splice out the "added_tokens" array without parsing the whole (large) document.
-    key = spec.index('"added_tokens"')
-    start = spec.index("[", key)
-    _, end = json.JSONDecoder().raw_decode(spec, start)
-    plain = Tokenizer.from_str(spec[:start] + "[]" + spec[end:])
-    plain.no_truncation()
-    plain.no_padding()
-    return plain
-
-
 def _complete_utf8(b: bytes) -> str | None:
     try:
         return b.decode("utf-8")
@@ -232,11 +164,18 @@ def _complete_utf8(b: bytes) -> str | None:
 
 
 _TABLES: weakref.WeakKeyDictionary[Any, TokenTable] = weakref.WeakKeyDictionary()
+# Tokenizers that cannot be weakly referenced (tml-renderers'): one table per tokenizer
+# class when the class builds the tokenizer without arguments, else per object.
+_TABLES_BY_KEY: dict[Any, tuple[Any, TokenTable]] = {}
 _TABLES_LOCK = threading.Lock()
 
 
 def token_table(tokenizer: Any) -> TokenTable:
     """The cached :class:`TokenTable` of ``tokenizer`` (built on first use)."""
+    try:
+        weakref.ref(tokenizer)
+    except TypeError:
+        return _strongly_cached_table(tokenizer)
     with _TABLES_LOCK:
         table = _TABLES.get(tokenizer)
     if table is None:
@@ -244,3 +183,14 @@ def token_table(tokenizer: Any) -> TokenTable:
         with _TABLES_LOCK:
             table = _TABLES.setdefault(tokenizer, table)
     return table
+
+
+def _strongly_cached_table(tokenizer: Any) -> TokenTable:
+    key = class_spec(tokenizer) or id(tokenizer)
+    with _TABLES_LOCK:
+        entry = _TABLES_BY_KEY.get(key)
+    if entry is None:
+        entry = (tokenizer, TokenTable(tokenizer))  # keeps an id-keyed tokenizer alive
+        with _TABLES_LOCK:
+            entry = _TABLES_BY_KEY.setdefault(key, entry)
+    return entry[1]

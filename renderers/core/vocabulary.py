@@ -1,0 +1,326 @@
+"""How a tokenizer is read: every token's bytes, its control tokens, an ordinary-text encoder.
+
+Two kinds of tokenizer are accepted (duck-typed, nothing is imported from their packages):
+
+- a **Hugging Face** tokenizer (``transformers`` fast tokenizer or ``tokenizers.Tokenizer``)
+  with a byte-level BPE: the vocabulary strings spell bytes in GPT-2's alphabet, control
+  tokens are its added tokens, and ordinary text is encoded by a copy of the tokenizer
+  without its added tokens (so a user typing ``<|im_end|>`` gets ordinary tokens);
+- an **ordinary-text tokenizer** (:class:`OrdinaryTokenizer`, the interface of
+  tml-renderers' tokenizers such as ``tml_renderers.tokenizers.Qwen35Tokenizer``), which
+  names its control tokens (``special_tokens`` / ``encode_special``), decodes ids to bytes
+  (``decode_bytes``) and encodes text without ever producing a control token
+  (``encode_ordinary``).
+
+A tokenizer of the second kind may normalize text before encoding (Qwen's NFC): the form
+is found by encoding a probe text, and character offsets of tokens (which loss weights of
+text pieces merged into one token need) are recovered from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from tokenizers import Tokenizer
+
+from renderers.core.byte_level import bytes_to_unicode
+
+__all__ = [
+    "OrdinaryTokenizer",
+    "Vocabulary",
+    "class_spec",
+    "read_vocabulary",
+]
+
+_UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+
+Offsets = list[tuple[int, int]]
+
+
+@runtime_checkable
+class OrdinaryTokenizer(Protocol):
+    """A tokenizer that names its control tokens, decodes ids to bytes and encodes
+    ordinary text (tml-renderers' tokenizers implement it)."""
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """``text`` as ordinary tokens (never a control token, whatever it spells)."""
+        ...
+
+    def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
+        """The bytes of ``token_ids``; raises for an id that is not a token."""
+        ...
+
+    def special_tokens(self) -> list[str]:
+        """The names of the control tokens."""
+        ...
+
+    def encode_special(self, name: str) -> int:
+        """The id of the control token named ``name``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """What a token table is built from.
+
+    ``pieces[i]`` are the bytes of token ``i`` (``None``: no token has that id; a control
+    token's bytes are its text); ``control`` maps each control token's text to its id;
+    ``encode`` is the tokenizer's own ordinary-text encoder and ``encode_with_offsets``
+    also gives each token's character span in the text.
+    """
+
+    pieces: list[bytes | None]
+    control: dict[str, int]
+    encode: Callable[[str], list[int]]
+    encode_with_offsets: Callable[[str], tuple[list[int], Offsets]]
+    plain_encoder: Callable[[], Tokenizer] | None = None
+    """Hugging Face tokenizers: the tokenizer without its added tokens (built on first
+    use), whose ``encode_batch`` the fast-encoding proof uses."""
+
+
+def read_vocabulary(tokenizer: Any) -> Vocabulary:
+    """The :class:`Vocabulary` of a Hugging Face or ordinary-text tokenizer.
+
+    Raises ``TypeError`` naming what is accepted for any other object.
+    """
+    backend = _backend(tokenizer)
+    if backend is not None:
+        return _hugging_face_vocabulary(backend)
+    if isinstance(tokenizer, OrdinaryTokenizer):
+        return _ordinary_vocabulary(tokenizer)
+    raise TypeError(
+        f"unsupported tokenizer {type(tokenizer).__name__}: expected a Hugging Face fast "
+        "tokenizer (with .backend_tokenizer), a tokenizers.Tokenizer, or a tokenizer with "
+        "encode_ordinary, decode_bytes, special_tokens and encode_special (tml-renderers)"
+    )
+
+
+def class_spec(tokenizer: Any) -> str | None:
+    """``"module:Class"`` for an ordinary-text tokenizer that its class builds without
+    arguments (tml-renderers' tokenizers: every instance of a class is the same
+    tokenizer), else ``None``. Such a tokenizer is shared and pickled by this name."""
+    if _backend(tokenizer) is not None or not isinstance(tokenizer, OrdinaryTokenizer):
+        return None
+    cls = type(tokenizer)
+    try:
+        required = [
+            p
+            for p in inspect.signature(cls).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # no signature to read: not known to be argument-free
+        return None
+    if required or "<" in cls.__qualname__:  # a local class cannot be imported back
+        return None
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+# -- Hugging Face tokenizers ------------------------------------------------------------------
+
+
+def _backend(tokenizer: Any) -> Tokenizer | None:
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return backend if isinstance(backend, Tokenizer) else None
+
+
+def _is_byte_level(backend: Tokenizer) -> bool:
+    decoder = backend.decoder
+    if type(decoder).__name__ == "ByteLevel":
+        return True
+    if decoder is None:
+        return False
+    spec = json.loads(backend.to_str()).get("decoder") or {}
+    return any(d.get("type") == "ByteLevel" for d in spec.get("decoders", []))
+
+
+def _hugging_face_vocabulary(backend: Tokenizer) -> Vocabulary:
+    if not _is_byte_level(backend):
+        raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
+    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
+    added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
+    size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
+    pieces: list[bytes | None] = [None] * size
+    u2b = _UNICODE_TO_BYTE
+    for piece, i in vocab.items():
+        try:
+            pieces[i] = bytes([u2b[c] for c in piece])
+        except KeyError:
+            if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
+                continue
+            raise TypeError(f"token {piece!r} is not byte-level encoded") from None
+    control: dict[str, int] = {}
+    for i, content in added.items():
+        pieces[i] = content.encode("utf-8")
+        control[content] = i
+    encoder = _PlainEncoder(backend)
+    return Vocabulary(
+        pieces, control, encoder.encode, encoder.encode_with_offsets, encoder.tokenizer
+    )
+
+
+class _PlainEncoder:
+    """A Hugging Face tokenizer without its added tokens: text is only ever split by the
+    pre-tokenizer and BPE. Built on first use (parsing never needs it)."""
+
+    def __init__(self, backend: Tokenizer) -> None:
+        self._backend = backend
+        self._plain: Tokenizer | None = None
+        self._lock = threading.Lock()
+
+    def tokenizer(self) -> Tokenizer:
+        plain = self._plain
+        if plain is None:
+            with self._lock:
+                plain = self._plain
+                if plain is None:
+                    plain = self._plain = _without_added_tokens(self._backend)
+        return plain
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self.tokenizer().encode(text, add_special_tokens=False).ids
+        return ids
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], Offsets]:
+        enc = self.tokenizer().encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"backend": self._backend}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["backend"])  # type: ignore[misc]
+
+
+def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
+    spec = backend.to_str()
+    # Splice out the "added_tokens" array without parsing the whole (large) document.
+    key = spec.index('"added_tokens"')
+    start = spec.index("[", key)
+    _, end = json.JSONDecoder().raw_decode(spec, start)
+    plain = Tokenizer.from_str(spec[:start] + "[]" + spec[end:])
+    plain.no_truncation()
+    plain.no_padding()
+    return plain
+
+
+# -- ordinary-text tokenizers ---------------------------------------------------------------
+
+# Ids past the last control token are read until this many in a row are not tokens.
+_ID_GAP = 4096
+
+Form = Literal["NFC", "NFKC", "NFD", "NFKD"]
+Normalization = Form | None
+_FORMS: tuple[Form, ...] = ("NFC", "NFKC", "NFD", "NFKD")
+# Composed and decomposed letters, a compatibility ligature and the Angstrom sign: every
+# Unicode normalization form writes this text differently.
+_NORMALIZATION_PROBE = "e\u0301 \u00e9 \ufb01 \u212b"
+
+
+def _ordinary_vocabulary(tokenizer: OrdinaryTokenizer) -> Vocabulary:
+    decode = tokenizer.decode_bytes
+    control: dict[str, int] = {}
+    for name in tokenizer.special_tokens():
+        i = tokenizer.encode_special(name)
+        control[decode([i]).decode("utf-8")] = i
+    last_control = max(control.values(), default=-1)
+    pieces: list[bytes | None] = []
+    last_valid = -1
+    i = 0
+    while i <= last_control or i - last_valid <= _ID_GAP:
+        try:
+            pieces.append(decode([i]))
+            last_valid = i
+        except (ValueError, RuntimeError, OverflowError):
+            pieces.append(None)
+        i += 1
+    del pieces[last_valid + 1 :]
+    encode = tokenizer.encode_ordinary
+    form = _normalization(encode, decode)
+
+    def encode_with_offsets(text: str) -> tuple[list[int], Offsets]:
+        ids = encode(text)
+        return ids, _offsets(ids, pieces, text, form)
+
+    return Vocabulary(pieces, control, encode, encode_with_offsets)
+
+
+def _normalization(
+    encode: Callable[[str], list[int]], decode: Callable[[list[int]], bytes]
+) -> Normalization:
+    """The Unicode normalization the tokenizer applies before encoding, read off how it
+    encodes a probe text."""
+    text = decode(encode(_NORMALIZATION_PROBE)).decode("utf-8", "replace")
+    if text == _NORMALIZATION_PROBE:
+        return None
+    for form in _FORMS:
+        if text == unicodedata.normalize(form, _NORMALIZATION_PROBE):
+            return form
+    raise TypeError(
+        "unsupported tokenizer: it changes text before encoding in a way that is not a "
+        f"Unicode normalization form ({_NORMALIZATION_PROBE!r} became {text!r})"
+    )
+
+
+def _offsets(ids: list[int], pieces: list[bytes | None], text: str, form: Normalization) -> Offsets:
+    """Each token's character span in ``text``, for a tokenizer that encodes the text
+    normalized to ``form``.
+
+    The text is cut into chunks that normalize independently (a cut before a character
+    that does not combine with what precedes it); a token's span covers every chunk whose
+    normalized bytes it overlaps, so a character changed by normalization belongs to all
+    the tokens that hold part of it.
+    """
+    if form is None:
+        chunks = [(k, k + 1, c.encode("utf-8")) for k, c in enumerate(text)]
+    else:
+        chunks = _normalization_chunks(text, form)
+    ends: list[int] = []  # normalized byte offset at the end of each chunk
+    seen = 0
+    for _, _, data in chunks:
+        seen += len(data)
+        ends.append(seen)
+    offsets: Offsets = []
+    position = 0
+    c = 0
+    for t in ids:
+        length = len(pieces[t] or b"")
+        start, end = position, position + length
+        position = end
+        while c < len(chunks) and ends[c] <= start:
+            c += 1
+        if c == len(chunks) or length == 0:
+            offsets.append((len(text), len(text)) if c == len(chunks) else (chunks[c][0],) * 2)
+            continue
+        last = c
+        while last + 1 < len(chunks) and ends[last] < end:
+            last += 1
+        offsets.append((chunks[c][0], chunks[last][1]))
+    return offsets
+
+
+def _normalization_chunks(text: str, form: Form) -> list[tuple[int, int, bytes]]:
+    """``(start, end, normalized bytes)`` of consecutive pieces of ``text`` whose
+    normalized forms, joined, are the normalized text (one piece when none is found)."""
+    normalize = unicodedata.normalize
+    chunks: list[tuple[int, int, bytes]] = []
+    start = 0
+    for k in range(1, len(text) + 1):
+        if k < len(text):
+            c = text[k]
+            if unicodedata.combining(c) or normalize(form, text[start : k + 1]) != normalize(
+                form, text[start:k]
+            ) + normalize(form, c):
+                continue
+        chunks.append((start, k, normalize(form, text[start:k]).encode("utf-8")))
+        start = k
+    if b"".join(data for _, _, data in chunks) != normalize(form, text).encode("utf-8"):
+        return [(0, len(text), normalize(form, text).encode("utf-8"))]
+    return chunks

@@ -1,0 +1,595 @@
+"""Qwen3.5 and Qwen3.8 (``Qwen/Qwen3.5-27B``..., ``Qwen/Qwen3.8-27B``): ChatML turns, a
+think block opened by every generation prompt, XML tool calls.
+
+What the official templates render (``⏎`` is a newline; every message's text is trimmed
+of surrounding whitespace, as the templates' ``|trim`` does)::
+
+    <|im_start|>system⏎{effort}⏎⏎# Tools⏎⏎You have access to the following functions:⏎⏎<tools>
+        ⏎{tool JSON}⏎{tool JSON}⏎</tools>⏎⏎If you choose to call a function ... </IMPORTANT>
+        ⏎⏎{system}<|im_end|>⏎
+    <|im_start|>user⏎{text}<|im_end|>⏎
+    <|im_start|>assistant⏎<think>⏎{reasoning}⏎</think>⏎⏎{text}⏎⏎<tool_call>⏎<function=NAME>⏎
+    <parameter=KEY>⏎{value}⏎</parameter>⏎</function>⏎</tool_call>⏎<tool_call>...</tool_call><|im_end|>⏎
+    <|im_start|>user⏎<tool_response>⏎{result}⏎</tool_response>⏎<tool_response>...<|im_end|>⏎
+    <|im_start|>assistant⏎<think>⏎
+
+``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` and
+``</tool_response>`` are single control tokens; ``<function=``, ``<parameter=`` and their
+closing tags are text. Sampling stops at ``<|im_end|>``; ``<|endoftext|>`` is
+end-of-sequence.
+
+- **System turn**: with tools, the tool block (each tool as ``tojson``:
+  ``ensure_ascii=False``, default separators) comes first and the first system message's
+  text follows after a blank line; without tools the system message is its own turn
+  (an empty one: an empty turn in Qwen3.5, none in Qwen3.8). A system message anywhere
+  else is an error in the templates, and here.
+- **Generation prompt**: ``<|im_start|>assistant⏎<think>⏎``: the completion starts inside
+  the reasoning, and the parser starts in the thinking state. ``enable_thinking=False``
+  closes the block in the prompt, ``<think>⏎⏎</think>⏎⏎``, and the completion starts with
+  the answer (reasoning in a trained turn is then refused, see ``reasoning``).
+- **Reasoning**: an assistant turn after the last user query gets a think block (empty
+  without reasoning); turns before it are written without one (their reasoning dropped),
+  unless ``preserve_thinking``. Qwen3.5, like Qwen3, reads reasoning written inline in a
+  plain answer (``"<think>r</think>answer"``: the text before ``</think>`` is the
+  reasoning); Qwen3.8 does not.
+- **Tool calls**: after the text, the first call is preceded by a blank line (none when
+  the message has no text), later ones by a newline. Each argument is a
+  ``<parameter=KEY>`` block: a string value as is; other values as JSON (``tojson``), but
+  Qwen3.5 writes ``true``/``false``/``null`` the way Python prints them (``True``,
+  ``False``, ``None``: its template applies ``|string`` to scalars). Arguments given as
+  JSON text keep each value's text as written (arguments parsed from a completion render
+  back as sampled).
+- **Tool results** follow the call turn as a user turn holding one ``<tool_response>``
+  block per result.
+- **Qwen3.8 reasoning effort**: ``reasoning_effort="xhigh"`` (default) or ``"low"`` puts
+  an instruction at the start of the system turn (creating one if needed), ``"medium"``
+  none; only when thinking is enabled.
+
+Parsing: parts in sampled order. Reasoning ends at ``</think>``; a ``<tool_call>`` drafted
+inside the reasoning stays reasoning text (only a call after ``</think>`` is a call). A
+call's ``<function=NAME>`` and ``<parameter=KEY>`` blocks become a :class:`ToolCallPart`
+whose arguments are a JSON object: a value that is valid JSON is kept as sampled, any
+other value is a string (the format does not say which parameters are strings: a string
+argument ``"3"`` or Qwen3.5's ``True`` reads back as the number ``3`` and the string
+``"True"``; use the tool's schema to convert). A call that does not follow the grammar, or
+was cut off, is an :class:`UnparsedToolCallPart` holding the text between the markers.
+A control token out of place is kept as text with an issue, so no sampled character is
+lost.
+
+Verified against tml-renderers 0.2.1 (``Qwen35()``, ``Qwen38()``; the official templates
+were not available offline). Where that oracle differs from the templates as documented by
+``tinker_cookbook/renderers/qwen3_5.py`` and its Hugging Face parity tests (tinker-cookbook,
+thinking-machines-lab), this renderer follows the templates, and says so in tests: a blank
+line (not a newline) between text and the first call; nested argument values as
+``tojson`` (``{"a": 1}``, not ``{"a":1}``); a system message only at the start; Qwen3.5's
+inline-reasoning convention; ``preserve_thinking`` history blocks written with the
+template's newlines.
+
+Divergences from the templates, on purpose:
+
+- message text that spells a control token is encoded as ordinary text;
+- list-of-parts content is rendered as its text parts joined;
+- a supervised example encodes the trained turn after the generation prompt's
+  ``<think>⏎`` on its own, as the model samples it (tokenizing the template's text whole
+  would merge that newline with the next one of an empty think block);
+- assistant parts in a non-canonical order are written in that order with the same
+  markers (a later thinking part as another think block), so parsed messages render back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from renderers.core.messages import (
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+)
+from renderers.core.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    ParseResult,
+    StreamParser,
+    json_object_members,
+)
+from renderers.core.writer import TokenWriter
+from renderers.qwen3 import _assistant_parts
+from renderers.rendering import Renderer, checked_arguments, plain_text
+from renderers.rollout import ExtensionProperty
+
+__all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer"]
+
+_TOOLS_INTRO = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+_TOOLS_OUTRO = (
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with "
+    "NO suffix:\n\n<tool_call>\n<function=example_function_name>\n"
+    "<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>"
+    "\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST "
+    "follow the specified format: an inner <function=...></function> block must be nested "
+    "within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You "
+    "may provide optional reasoning for your function call in natural language BEFORE the "
+    "function call, but NOT after\n- If there is no function call available, answer the "
+    "question like normal with your current knowledge and do not tell the user about "
+    "function calls\n</IMPORTANT>"
+)
+_EFFORT_INSTRUCTIONS = {
+    "xhigh": "Reasoning effort is set to xhigh. Please think carefully through the task, "
+    "validate key assumptions, consider plausible alternatives, and prioritize correctness, "
+    "consistency, and clarity in the final answer.",
+    "medium": "",
+    "low": "Reasoning effort is set to low. Keep your thinking brief and focused, moving "
+    "directly to the conclusion without unnecessary elaboration.",
+}
+
+Reasoning = Literal["error", "drop"]
+
+
+@dataclass(frozen=True, slots=True)
+class Qwen35Options:
+    """Options of the Qwen3.5 format (names follow the templates' kwargs)."""
+
+    enable_thinking: bool = True
+    """False: the generation prompt closes an empty think block (no reasoning)."""
+    preserve_thinking: bool = False
+    """True: every assistant turn keeps its think block and reasoning (the Qwen3.6+
+    templates' kwarg). False (Qwen3.5's template): turns before the last user query are
+    written without one."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of the trained turn that the format cannot write
+    (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
+    out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Qwen38Options:
+    """Options of the Qwen3.8 format (names follow the template's kwargs)."""
+
+    enable_thinking: bool = True
+    """False: the generation prompt closes an empty think block (no reasoning)."""
+    preserve_thinking: bool = True
+    """True (template default): every assistant turn keeps its think block and
+    reasoning. False: turns before the last user query are written without one."""
+    reasoning_effort: Literal["xhigh", "medium", "low"] = "xhigh"
+    """The instruction the system turn starts with when thinking is enabled
+    (``"medium"``: none)."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of the trained turn that the format cannot write
+    (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
+    out."""
+
+
+class _Qwen35Family(Renderer):
+    """What Qwen3.5 and Qwen3.8 share; the subclasses set the differences."""
+
+    roles = ("system", "user", "assistant", "tool")
+    _python_scalars: ClassVar[bool]  # Qwen3.5 writes True/False/None, Qwen3.8 JSON
+    _inline_reasoning: ClassVar[bool]  # Qwen3.5 reads "<think>r</think>answer" text
+    _empty_system_turn: ClassVar[bool]  # Qwen3.5 writes an empty system message's turn
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        super().__init__(tokenizer, **options)
+        control = self.table.control_id
+        self.im_start = control("<|im_start|>")
+        self.im_end = control("<|im_end|>")
+        self.end_of_text = control("<|endoftext|>")
+        self.think = control("<think>")
+        self.think_end = control("</think>")
+        self.tool_call = control("<tool_call>")
+        self.tool_call_end = control("</tool_call>")
+        self.tool_response = control("<tool_response>")
+        self.tool_response_end = control("</tool_response>")
+        self._newline = tuple(self.table.encode("\n"))
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return (self.im_end, self.end_of_text)
+
+    def _effort_instructions(self, options: Any) -> str:
+        return ""
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def _render(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: Any,
+        add_generation_prompt: bool,
+    ) -> None:
+        if not messages:
+            raise ValueError(f"messages: {self.name}'s template needs at least one message")
+        for i, m in enumerate(messages):
+            if m.role == "system" and i > 0:
+                raise ValueError(
+                    f"messages[{i}].role: a system message after the first is an error in "
+                    f"{self.name}'s template (a system message only starts the conversation)"
+                )
+        last_query = _last_query(messages)
+        if last_query < 0:
+            raise ValueError(
+                f"messages: {self.name}'s template needs a user message that is not only "
+                "<tool_response> blocks"
+            )
+        self._system_turn(w, messages, tools, options)
+        n = len(messages)
+        trained = not add_generation_prompt and messages[-1].role == "assistant"
+        for i, m in enumerate(messages):
+            if m.role == "user":
+                w.control(self.im_start, i)
+                w.text("user\n" + plain_text(m, i, self.name).strip(), i)
+                w.control(self.im_end, i)
+                w.text("\n", i)
+            elif m.role == "assistant":
+                think_block = options.preserve_thinking or i > last_query
+                last = trained and i == n - 1
+                self._assistant(w, m, i, think_block, last, options)
+            elif m.role == "tool":
+                if i == 0 or messages[i - 1].role != "tool":
+                    w.control(self.im_start, i)
+                    w.text("user", i)
+                w.text("\n", i)
+                w.control(self.tool_response, i)
+                w.text("\n" + plain_text(m, i, self.name).strip() + "\n", i)
+                w.control(self.tool_response_end, i)
+                if i == n - 1 or messages[i + 1].role != "tool":
+                    w.control(self.im_end, i)
+                    w.text("\n", i)
+        if add_generation_prompt:
+            w.control(self.im_start)
+            w.text("assistant\n")
+            if options.enable_thinking:
+                w.control(self.think)
+                w.text("\n")
+            else:
+                self._empty_think_block(w, -1)
+
+    def _system_turn(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: Any,
+    ) -> None:
+        """The effort instruction, the tool block and the system message, a blank line
+        apart. An empty system message alone is an empty turn in Qwen3.5's template, nothing
+        in Qwen3.8's."""
+        first = messages[0]
+        system = plain_text(first, 0, self.name).strip() if first.role == "system" else None
+        effort = self._effort_instructions(options)
+        if not (effort or tools or system or (system is not None and self._empty_system_turn)):
+            return
+        w.control(self.im_start)
+        w.text("system\n")
+        separator = ""
+        if effort:
+            w.text(effort)
+            separator = "\n\n"
+        if tools:
+            w.text(separator)
+            w.template(_TOOLS_INTRO)
+            for tool in tools:
+                w.text("\n" + json.dumps(tool, ensure_ascii=False))
+            w.template(_TOOLS_OUTRO)
+            separator = "\n\n"
+        if system:
+            w.text(separator + system, 0)
+        w.control(self.im_end)
+        w.text("\n")
+
+    def _empty_think_block(self, w: TokenWriter, msg: int) -> None:
+        w.control(self.think, msg)
+        w.text("\n\n", msg)
+        w.control(self.think_end, msg)
+        w.text("\n\n", msg)
+
+    def _assistant(
+        self,
+        w: TokenWriter,
+        m: Message,
+        i: int,
+        think_block: bool,
+        last: bool,
+        options: Any,
+    ) -> None:
+        parts = _assistant_parts(m) if self._inline_reasoning else list(m.parts)
+        has_reasoning = any(type(p) is ThinkingPart and p.text.strip() for p in parts)
+        if last and not options.enable_thinking and has_reasoning:
+            if options.reasoning == "error":
+                raise ValueError(
+                    f"messages[{i}]: {self.name} with enable_thinking=False cannot write the "
+                    "reasoning of this trained turn (the generation prompt closes an empty "
+                    "think block); pass reasoning='drop' to leave it out, or remove it"
+                )
+            parts = [p for p in parts if type(p) is not ThinkingPart]
+        w.control(self.im_start, i)
+        w.text("assistant\n", i)
+        previous: str | None = None  # the kind of the last thing written
+        if think_block:
+            first = parts[0] if parts and type(parts[0]) is ThinkingPart else None
+            if first is not None:
+                parts = parts[1:]
+            if last and not options.enable_thinking:
+                self._empty_think_block(w, i)  # exactly the generation prompt's block
+            else:
+                # The generation prompt ends with "<think>⏎"; the sampled reasoning follows,
+                # encoded on its own in a supervised example (see the module docs).
+                w.control(self.think, i)
+                if last:
+                    w.encoded(self._newline, i)
+                else:
+                    w.text("\n", i)
+                reasoning = first.text.strip() if first is not None else ""
+                w.text(reasoning + "\n", i, True)
+                w.control(self.think_end, i, True)
+                w.text("\n\n", i, True)
+            previous = THINKING
+        else:
+            parts = [p for p in parts if type(p) is not ThinkingPart]
+        for part in parts:
+            if type(part) is ThinkingPart:
+                if previous == TOOL_CALL:
+                    w.text("\n", i, True)
+                w.control(self.think, i, True)
+                w.text("\n" + part.text.strip() + "\n", i, True)
+                w.control(self.think_end, i, True)
+                w.text("\n\n", i, True)
+                previous = THINKING
+            elif type(part) is TextPart:
+                text = part.text.strip()
+                if text:
+                    w.text(("\n" if previous == TOOL_CALL else "") + text, i, True)
+                    previous = TEXT
+            else:
+                separator = {TEXT: "\n\n", TOOL_CALL: "\n"}.get(previous or "", "")
+                w.text(separator, i, True)
+                w.control(self.tool_call, i, True)
+                if type(part) is ToolCallPart:
+                    w.text(self._call_body(part, i), i, True)
+                else:
+                    assert type(part) is UnparsedToolCallPart
+                    w.text(part.raw, i, True)
+                w.control(self.tool_call_end, i, True)
+                previous = TOOL_CALL
+        w.control(self.im_end, i, True)
+        w.text("\n", i)
+
+    def _call_body(self, part: ToolCallPart, i: int) -> str:
+        """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``."""
+        checked_arguments(part, i)
+        try:
+            members = json_object_members(part.arguments)
+        except ValueError as exc:
+            raise ValueError(
+                f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
+                f"which {self.name} writes one <parameter> per key ({exc}): "
+                f"{part.arguments[:60]!r}"
+            ) from None
+        lines = [f"\n<function={part.name}>\n"]
+        for key, value, raw in members:
+            if isinstance(value, str):
+                text = value
+            elif self._python_scalars and (value is None or isinstance(value, bool)):
+                text = str(value)
+            else:
+                text = raw
+            lines.append(f"<parameter={key}>\n{text}\n</parameter>\n")
+        lines.append("</function>\n")
+        return "".join(lines)
+
+    # -- parsing ------------------------------------------------------------------------
+
+    def _new_parser(self, options: Any, events: bool) -> StreamParser:
+        return _Qwen35Parser(self, events, thinking=options.enable_thinking)
+
+    # -- multi-turn rollouts ------------------------------------------------------------
+
+    def _parse_after_prompt(
+        self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
+    ) -> ParseResult:
+        # A completion starts inside reasoning exactly when its prompt ends "<think>⏎".
+        opened = list(prompt_ids[-1 - len(self._newline) :]) == [self.think, *self._newline]
+        return self.parse_response(completion_ids, **{**options, "enable_thinking": opened})
+
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        if result.stop_token_id is not None:
+            return 0, []
+        last = result.message.parts[-1] if result.message.parts else None
+        if type(last) is ThinkingPart and last.incomplete:
+            return 0, [self.think_end, self.im_end]
+        if type(last) is UnparsedToolCallPart and last.incomplete:
+            return 0, [self.tool_call_end, self.im_end]
+        return 0, [self.im_end]
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "text is trimmed and re-tokenized (a sampled tokenization may differ from encoding it)",
+            "tool-call parameters are re-serialized",
+        ]
+        if not self.options.preserve_thinking:
+            reasons.insert(0, "reasoning of turns before the last user query is dropped")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+
+class Qwen35Renderer(_Qwen35Family):
+    """Renderer and parser for Qwen3.5."""
+
+    name = "qwen3.5"
+    default_model = "Qwen/Qwen3.5-27B"
+    model_ids = (
+        "Qwen/Qwen3.5-27B",
+        "Qwen/Qwen3.5-397B-A17B",
+        "Qwen/Qwen3.5-35B-A3B",
+        "Qwen/Qwen3.5-4B",
+    )
+    Options = Qwen35Options
+    _python_scalars = True
+    _inline_reasoning = True
+    _empty_system_turn = True
+
+
+class Qwen38Renderer(_Qwen35Family):
+    """Renderer and parser for Qwen3.8 (reasoning effort, reasoning kept in history)."""
+
+    name = "qwen3.8"
+    default_model = "Qwen/Qwen3.8-27B"
+    Options = Qwen38Options
+    _python_scalars = False
+    _inline_reasoning = False
+    _empty_system_turn = False
+
+    def _effort_instructions(self, options: Any) -> str:
+        return _EFFORT_INSTRUCTIONS[options.reasoning_effort] if options.enable_thinking else ""
+
+
+def _last_query(messages: list[Message]) -> int:
+    """The index of the last user message that is a query, not wrapped tool output (the
+    templates' ``last_query_index``), or -1."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            text = messages[i].text.strip()
+            if not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
+                return i
+    return -1
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+_FUNCTION = re.compile(r"\n?<function=([^>\n]*)>\n?(.*)</function>\n?", re.DOTALL)
+_PARAMETER_OPEN = re.compile(r"\s*<parameter=([^>\n]*)>\n?")
+_PARAMETER_CLOSE = "</parameter>"
+_SEPARATOR = "\n\n"  # what text before a call (or a think block) ends with
+
+
+def _function_name(raw: str) -> str | None:
+    match = re.search(r"<function=([^>\n]*)>", raw)
+    return match.group(1) if match and match.group(1) else None
+
+
+def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
+    """``⏎<function=NAME>⏎<parameter=KEY>⏎VALUE⏎</parameter>⏎...</function>⏎`` -> a call
+    whose arguments are a JSON object (JSON values as sampled, other values as strings)."""
+    raw = segments[0]
+    name = _function_name(raw)
+    if incomplete:
+        return UnparsedToolCallPart(raw, "cut off before </tool_call>", name=name, incomplete=True)
+    match = _FUNCTION.fullmatch(raw)
+    if match is None:
+        return UnparsedToolCallPart(
+            raw, "expected <function=NAME>...</function> in the tool call", name=name
+        )
+    if not match.group(1):
+        return UnparsedToolCallPart(raw, "empty function name")
+    body = match.group(2)
+    members: list[str] = []
+    position = 0
+    while True:
+        opening = _PARAMETER_OPEN.match(body, position)
+        if opening is None:
+            break
+        end = body.find(_PARAMETER_CLOSE, opening.end())
+        if end == -1:
+            return UnparsedToolCallPart(raw, "a <parameter> block is not closed", name=name)
+        value = body[opening.end() : end].removesuffix("\n")
+        members.append(json.dumps(opening.group(1), ensure_ascii=False) + ": " + _json_text(value))
+        position = end + len(_PARAMETER_CLOSE)
+        if body.startswith("\n", position):
+            position += 1
+    if body[position:].strip():
+        return UnparsedToolCallPart(
+            raw, "text other than <parameter> blocks inside <function>", name=name
+        )
+    return ToolCallPart(match.group(1), "{" + ", ".join(members) + "}")
+
+
+def _json_text(value: str) -> str:
+    """A parameter's value as JSON text: as sampled when it is JSON, else a string."""
+    try:
+        json.loads(value)
+    except ValueError:
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+class _Qwen35Parser(StreamParser):
+    """Qwen3.5/3.8 completions: reasoning (from the start when the prompt opened it), text
+    and XML tool calls, in any order."""
+
+    def __init__(self, r: _Qwen35Family, events: bool, *, thinking: bool) -> None:
+        super().__init__(
+            r.table,
+            structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
+            stop_ids=(r.im_end,),
+            eos_ids=(r.end_of_text,),
+            events=events,
+        )
+        self._r = r
+        asm = self.asm
+        self._on_text = asm.write  # type: ignore[method-assign]
+        if thinking:
+            asm.open(THINKING, 0, holdback="\n", explicit=True)
+        else:
+            asm.open(TEXT, 0, holdback=_SEPARATOR)
+
+    def _as_text(self, token_id: int, pos: int, why: str | None) -> None:
+        """A control token that is content here: its text stays in the open part."""
+        if why is not None:
+            self._issue(pos, why)
+        self.asm.write(self._table.control_text(token_id) or "")
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        r = self._r
+        asm = self.asm
+        kind = asm.kind
+        if kind == THINKING and token_id in (r.think, r.tool_call, r.tool_call_end):
+            # A call drafted inside the reasoning is reasoning; so is a nested <think>.
+            self._as_text(token_id, pos, None)
+            return
+        if kind == TOOL_CALL and token_id != r.tool_call_end:
+            name = self._table.control_text(token_id)
+            self._issue(pos, f"{name} inside a tool call (the call is cut there)")
+            asm.close(pos, incomplete=True, build=_tool_call_from_body)
+            asm.open(TEXT, pos, holdback=_SEPARATOR)
+        if token_id == r.think:
+            asm.close(pos, strip_suffix="\n")
+            asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
+        elif token_id == r.think_end:
+            if kind != THINKING:
+                self._as_text(token_id, pos, "</think> without an open think block (kept as text)")
+                return
+            asm.close(pos + 1, strip_suffix="\n")
+            asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback=_SEPARATOR)
+        elif token_id == r.tool_call:
+            asm.close(pos, strip_suffix=_SEPARATOR)
+            asm.open(TOOL_CALL, pos)
+        elif token_id == r.tool_call_end:
+            if kind != TOOL_CALL:
+                self._as_text(
+                    token_id, pos, "</tool_call> without an open tool call (kept as text)"
+                )
+                return
+            asm.close(pos + 1, build=_tool_call_from_body)
+            asm.open(TEXT, pos + 1, strip_prefix="\n", holdback=_SEPARATOR)
+        else:  # <|im_start|>: the model began another turn
+            self._issue(pos, "<|im_start|> before <|im_end|>: the message ends here")
+            self._end_message(pos)
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        asm = self.asm
+        if stopped and asm.kind == THINKING:
+            self._issue(pos, "the message ended inside an open think block")
+        elif stopped and asm.kind == TOOL_CALL:
+            self._issue(pos, "the message ended inside a tool call (no </tool_call>)")
+        asm.close(pos, incomplete=not stopped, build=_tool_call_from_body)

@@ -1,0 +1,283 @@
+"""DeepSeek-V4 against its oracle (tml-renderers 0.2.1, the official encoder not being
+available offline) on the shared corpus, and the format's own behaviour.
+
+Where the renderer follows the reference encoder rather than the oracle (documented in
+``renderers/deepseek_v4.py``), the tests below say so and assert the difference exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from renderers import (
+    Message,
+    Renderer,
+    Termination,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+    get_renderer,
+)
+from tests.conftest import tokenizer_for
+from tests.corpus import CORPUS, Conversation, prompts_of
+from tests.tml_oracle import (
+    CONFIGS,
+    OracleConfig,
+    decode,
+    expected_example,
+    our_items,
+    parsed_items,
+    prompt_ids,
+    template_ids,
+    without_reasoning,
+)
+
+MODEL = "deepseek-ai/DeepSeek-V4-Pro"
+V4 = [c for c in CONFIGS if c.name == "deepseek_v4"]
+CASES = [pytest.param(c, conv, id=f"{c!r}-{conv.id}") for c in V4 for conv in CORPUS]
+ANSWERED = [
+    pytest.param(c, conv, id=f"{c!r}-{conv.id}")
+    for c in V4
+    for conv in CORPUS
+    if conv.messages[-1]["role"] == "assistant"
+]
+"""The conversations that end with an answer: a supervised example trains it."""
+
+DSML = "｜DSML｜"
+
+
+def renderer(config: OracleConfig | None = None, **options: Any) -> Renderer:
+    base = dict(config.options) if config else {}
+    return get_renderer("deepseek_v4", tokenizer_for(MODEL), **{**base, **options})
+
+
+def _messages(config: OracleConfig, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return messages if config.reasoning else without_reasoning(messages)
+
+
+def _same(text: str) -> str:
+    return text
+
+
+@pytest.mark.parametrize(("config", "conversation"), CASES)
+def test_generation_prompts_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    for prompt in prompts_of(conversation):
+        messages = _messages(config, prompt)
+        expected = prompt_ids(config, messages, conversation.tools)
+        assert r.build_generation_prompt(messages, tools=conversation.tools) == expected
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_supervised_examples_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    tokens, weights = expected_example(
+        config, tokenizer_for(MODEL), messages, conversation.tools, _same
+    )
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    if conversation.id == "system_second_position" and not config.reasoning:
+        # In chat mode the answer follows the system text without a transition token: we
+        # tokenize the encoder's text whole (".Hello" is one token, trained as it holds a
+        # trained character); the oracle encodes the answer apart.
+        tokenizer = tokenizer_for(MODEL)
+        text = decode(tokenizer, tokens)
+        assert example.tokens.tolist() == template_ids(tokenizer, text)
+        assert (
+            r.decode(example.tokens[example.weights > 0].tolist()) == ".Hello.<｜end▁of▁sentence｜>"
+        )
+        return
+    assert example.tokens.tolist() == tokens
+    assert example.weights.tolist() == weights
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_parses_of_trained_turns_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    completion = example.tokens[example.weights > 0].tolist()
+    result = r.parse_response(completion)
+    assert result.termination is Termination.STOP and not result.issues
+    if not result.message.parts:  # the oracle raises on a message without content
+        assert conversation.id == "empty_assistant"
+        return
+    assert our_items(result.message) == parsed_items(
+        config, messages[:-1], conversation.tools, completion
+    )
+
+
+# -- where the reference encoder and the oracle differ ------------------------------------
+
+
+def test_consecutive_user_messages_are_one_turn_a_blank_line_apart_as_in_the_encoder() -> None:
+    config = V4[0]
+    messages = [{"role": "user", "content": "First."}, {"role": "user", "content": "Second."}]
+    oracle = decode(tokenizer_for(MODEL), prompt_ids(config, messages, None))
+    assert "<｜User｜>First.Second.<｜Assistant｜>" in oracle
+    expected = template_ids(
+        tokenizer_for(MODEL), oracle.replace("First.Second.", "First.\n\nSecond.")
+    )
+    assert renderer(config).build_generation_prompt(messages) == expected
+
+
+def test_tool_results_follow_the_order_of_the_calls_as_in_the_encoder() -> None:
+    calls = [
+        {"id": id_, "type": "function", "function": {"name": "f", "arguments": {"x": id_}}}
+        for id_ in ("a", "b")
+    ]
+    messages = [
+        {"role": "user", "content": "Go"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "b", "content": "result b"},
+        {"role": "tool", "tool_call_id": "a", "content": "result a"},
+    ]
+    r = renderer()
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.endswith(
+        "<｜User｜><tool_result>result a</tool_result>\n\n<tool_result>result b</tool_result>"
+        "<｜Assistant｜><think>"
+    )
+    oracle = decode(tokenizer_for(MODEL), prompt_ids(V4[0], messages, None))
+    assert oracle.endswith(
+        "result b</tool_result>\n\n<tool_result>result a</tool_result><｜Assistant｜><think>"
+    )
+    # Results that do not all name a distinct call keep the given order.
+    messages[3] = {"role": "tool", "content": "result a"}
+    text = r.decode(r.build_generation_prompt(messages))
+    assert "result b</tool_result>\n\n<tool_result>result a" in text
+
+
+# -- the format -----------------------------------------------------------------------------
+
+
+def test_history_reasoning_is_dropped_without_tools_and_kept_with_them() -> None:
+    messages = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1", "reasoning_content": "r1"},
+        {"role": "user", "content": "q2"},
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    r = renderer()
+    plain = r.decode(r.build_generation_prompt(messages))
+    assert plain.endswith(
+        "<｜User｜>q1<｜Assistant｜></think>a1<｜end▁of▁sentence｜><｜User｜>q2<｜Assistant｜><think>"
+    )
+    kept = r.decode(r.build_generation_prompt(messages, tools=tools))
+    assert "<｜User｜>q1<｜Assistant｜><think>r1</think>a1<｜end▁of▁sentence｜>" in kept
+    assert "<think>r1</think>" in r.decode(r.build_generation_prompt(messages, drop_thinking=False))
+
+
+def test_effort_instruction_starts_the_conversation_in_thinking_mode_only() -> None:
+    messages = [{"role": "system", "content": "Sys."}, {"role": "user", "content": "Hi"}]
+    r = renderer(reasoning_effort="high")
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.startswith("<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum")
+    assert "ensure absolutely no assumption is left unchecked.\n\nSys.<｜User｜>Hi" in text
+    chat = r.decode(r.build_generation_prompt(messages, thinking_mode="chat"))
+    assert chat == "<｜begin▁of▁sentence｜>Sys.<｜User｜>Hi<｜Assistant｜></think>"
+    with pytest.raises(ValueError, match=r"reasoning_effort: expected one of 'low', 'high', 'max'"):
+        renderer(reasoning_effort="medium")
+
+
+def test_chat_mode_refuses_reasoning_of_the_trained_turn_unless_dropped() -> None:
+    r = renderer(thinking_mode="chat")
+    messages = [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "A", "reasoning_content": "R"},
+    ]
+    with pytest.raises(ValueError, match=r"^messages\[1\]: deepseek_v4 in chat mode cannot write"):
+        r.build_supervised_example(messages)
+    dropped = r.build_supervised_example(messages, reasoning="drop")
+    assert r.decode(dropped.tokens.tolist()).endswith(
+        "<｜Assistant｜></think>A<｜end▁of▁sentence｜>"
+    )
+
+
+def test_calls_are_dsml_invokes_with_string_flags() -> None:
+    r = renderer()
+    arguments = '{"city": "Paris", "days": 3, "opts": {"a": [1, 2]}, "flag": true, "none": null}'
+    messages = [
+        {"role": "user", "content": "q"},
+        Message("assistant", [TextPart("Checking."), ToolCallPart("weather", arguments)]),
+    ]
+    text = r.decode(r.build_supervised_example(messages).tokens.tolist())
+    assert text.endswith(
+        f'</think>Checking.\n\n<{DSML}tool_calls>\n<{DSML}invoke name="weather">\n'
+        f'<{DSML}parameter name="city" string="true">Paris</{DSML}parameter>\n'
+        f'<{DSML}parameter name="days" string="false">3</{DSML}parameter>\n'
+        f'<{DSML}parameter name="opts" string="false">{{"a": [1, 2]}}</{DSML}parameter>\n'
+        f'<{DSML}parameter name="flag" string="false">true</{DSML}parameter>\n'
+        f'<{DSML}parameter name="none" string="false">null</{DSML}parameter>\n'
+        f"</{DSML}invoke>\n</{DSML}tool_calls><｜end▁of▁sentence｜>"
+    )
+
+
+def pieces(r: Renderer, text: str) -> list[int]:
+    """``text`` as sampled: ``｜DSML｜``, ``<think>`` and ``</think>`` as their tokens."""
+    out: list[int] = []
+    for k, piece in enumerate(text.split(DSML)):
+        if k:
+            out.append(r.table.control_id(DSML))
+        for j, chunk in enumerate(piece.split("</think>")):
+            if j:
+                out.append(r.table.control_id("</think>"))
+            out += r.table.encode(chunk)
+    return out
+
+
+def test_a_call_drafted_inside_the_reasoning_stays_reasoning() -> None:
+    r = renderer()
+    draft = f'maybe <{DSML}invoke name="f">\n</{DSML}invoke>'
+    ids = [*pieces(r, draft + "</think>Answer."), r.table.control_id("<｜end▁of▁sentence｜>")]
+    result = r.parse_response(ids)
+    assert result.message.parts == (ThinkingPart(draft), TextPart("Answer."))
+    assert result.termination is Termination.STOP
+
+
+def test_an_invoke_off_the_grammar_is_kept_verbatim_and_renders_back() -> None:
+    r = renderer()
+    raw = (
+        f'<{DSML}invoke name="f">\n<{DSML}parameter name="n" string="false">not json'
+        f"</{DSML}parameter>\n</{DSML}invoke>"
+    )
+    text = f"</think>\n\n<{DSML}tool_calls>\n{raw}\n</{DSML}tool_calls>"
+    ids = [*pieces(r, text), r.table.control_id("<｜end▁of▁sentence｜>")]
+    part = r.parse_response(ids).message.parts[0]
+    assert isinstance(part, UnparsedToolCallPart) and part.raw == raw and part.name == "f"
+    example = r.build_supervised_example(
+        [{"role": "user", "content": "q"}, Message("assistant", [part])]
+    )
+    assert example.tokens[example.weights > 0].tolist() == ids
+
+
+def test_text_that_is_not_a_tag_is_kept_with_an_issue() -> None:
+    r = renderer(thinking_mode="chat")
+    ids = [*pieces(r, f"a <{DSML}nonsense> b"), r.table.control_id("<｜end▁of▁sentence｜>")]
+    result = r.parse_response(ids)
+    assert result.message.content == f"a <{DSML}nonsense> b"
+    assert result.termination is Termination.MALFORMED
+
+
+def test_a_turn_cut_off_in_a_section_is_closed_for_the_next_prompt() -> None:
+    r = renderer()
+    prompt = r.build_generation_prompt([{"role": "user", "content": "q"}])
+    opened = f'<{DSML}tool_calls>\n<{DSML}invoke name="f">\n<{DSML}parameter name="a" '
+    cut = pieces(r, f'</think>\n\n{opened}string="true">x')
+    rollout = r.rollout([{"role": "user", "content": "q"}])
+    result = rollout.add_completion(cut)
+    assert result.termination is Termination.LENGTH
+    assert isinstance(result.message.parts[-1], UnparsedToolCallPart)
+    after = rollout.add_messages([{"role": "user", "content": "go on"}])
+    text = r.decode(after[len(prompt) + len(cut) :])
+    closing = f"</{DSML}invoke>\n</{DSML}tool_calls><｜end▁of▁sentence｜>"
+    assert text == closing + "<｜User｜>go on<｜Assistant｜><think>"

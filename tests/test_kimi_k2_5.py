@@ -1,0 +1,247 @@
+"""Kimi-K2.5 against its oracle (tml-renderers 0.2.1, the official template not being
+available offline) on the shared corpus, and the format's own behaviour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from renderers import (
+    Message,
+    Renderer,
+    Termination,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    get_renderer,
+)
+from renderers.kimi_k2_5_tools import typescript_declaration
+from tests.conftest import tokenizer_for
+from tests.corpus import CORPUS, Conversation, prompts_of
+from tests.tml_oracle import (
+    CONFIGS,
+    OracleConfig,
+    decode,
+    documented_ids,
+    expected_example,
+    our_items,
+    parsed_items,
+    prompt_ids,
+    template_ids,
+    without_reasoning,
+)
+
+MODEL = "moonshotai/Kimi-K2.5"
+K25 = [c for c in CONFIGS if c.name == "kimi_k2.5"]
+CASES = [pytest.param(c, conv, id=f"{c!r}-{conv.id}") for c in K25 for conv in CORPUS]
+ANSWERED = [
+    pytest.param(c, conv, id=f"{c!r}-{conv.id}")
+    for c in K25
+    for conv in CORPUS
+    if conv.messages[-1]["role"] == "assistant"
+]
+"""The conversations that end with an answer: a supervised example trains it."""
+
+
+def renderer(config: OracleConfig | None = None, **options: Any) -> Renderer:
+    base = dict(config.options) if config else {}
+    return get_renderer("kimi_k2.5", tokenizer_for(MODEL), **{**base, **options})
+
+
+def _messages(config: OracleConfig, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return messages if config.reasoning else without_reasoning(messages)
+
+
+@pytest.mark.parametrize(("config", "conversation"), CASES)
+def test_generation_prompts_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    for prompt in prompts_of(conversation):
+        messages = _messages(config, prompt)
+        expected = prompt_ids(config, messages, conversation.tools)
+        assert r.build_generation_prompt(messages, tools=conversation.tools) == expected
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_supervised_examples_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    """The trained turn renders after its generation prompt, reasoning kept (where the
+    template would rewrite a final plain answer as history)."""
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    tokens, weights = expected_example(
+        config, tokenizer_for(MODEL), messages, conversation.tools, lambda text: text
+    )
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    assert example.tokens.tolist() == tokens
+    assert example.weights.tolist() == weights
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_parses_of_trained_turns_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    completion = example.tokens[example.weights > 0].tolist()
+    result = r.parse_response(completion)
+    assert result.termination is Termination.STOP and not result.issues
+    if not result.message.parts:  # the oracle raises on a message without content
+        assert conversation.id == "empty_assistant"
+        return
+    # Call names are read from the call ids (the corpus's "c1": no "functions.NAME").
+    assert our_items(result.message) == parsed_items(
+        config, messages[:-1], conversation.tools, completion
+    )
+
+
+# -- where the renderer follows Kimi-K2-Thinking's template rather than the oracle ---------
+
+
+def test_headers_name_a_named_message_as_kimi_k2_thinking_does() -> None:
+    messages = [{"role": "user", "content": "Hi", "name": "ada"}]
+    r = renderer()
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.startswith("<|im_user|>ada<|im_middle|>Hi<|im_end|>")
+    oracle = decode(tokenizer_for(MODEL), prompt_ids(K25[0], messages, None))
+    assert oracle.startswith("<|im_user|>user<|im_middle|>Hi<|im_end|>")
+
+
+# -- the format -----------------------------------------------------------------------------
+
+
+def test_history_up_to_the_last_plain_answer_loses_its_reasoning() -> None:
+    call = {"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1", "reasoning_content": "r1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "", "reasoning_content": "r2", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "functions.f:0", "content": "ok"},
+    ]
+    r = renderer()
+    text = r.decode(r.build_generation_prompt(messages))
+    assert "<think></think>a1<|im_end|>" in text and "<think>r2</think>" in text
+    assert text.endswith(
+        "## Return of functions.f:0\nok<|im_end|><|im_assistant|>assistant<|im_middle|><think>"
+    )
+    kept = r.decode(r.build_generation_prompt(messages, preserve_thinking=True))
+    assert "<think>r1</think>a1<|im_end|>" in kept
+    off = r.decode(r.build_generation_prompt(messages, thinking=False))
+    assert "r1" not in off and "r2" not in off and off.endswith("<think></think>")
+
+
+def test_the_trained_final_answer_keeps_its_reasoning_after_its_generation_prompt() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "r"},
+    ]
+    r = renderer()
+    example = r.build_supervised_example(messages)
+    prompt = r.build_generation_prompt(messages[:1])
+    assert example.tokens.tolist()[: len(prompt)] == prompt
+    assert r.decode(example.tokens[example.weights > 0].tolist()) == "r</think>a<|im_end|>"
+    with pytest.raises(ValueError, match=r"^messages\[1\]: kimi_k2\.5 with thinking=False"):
+        r.build_supervised_example(messages, thinking=False)
+
+
+def test_calls_and_results_need_their_ids() -> None:
+    r = renderer()
+    no_id = Message("assistant", [ToolCallPart("f", "{}")])
+    with pytest.raises(ValueError, match=r"^messages\[1\]: kimi_k2\.5 writes each tool call's id"):
+        r.build_supervised_example([{"role": "user", "content": "q"}, no_id])
+    result = {"role": "tool", "content": "ok"}
+    with pytest.raises(ValueError, match=r"^messages\[1\]: kimi_k2\.5 writes the id"):
+        r.build_generation_prompt([{"role": "user", "content": "q"}, result])
+
+
+def test_tools_are_declared_as_compact_sorted_json_on_request() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": "é"}}}]
+    r = renderer(tool_declaration="json")
+    text = r.decode(r.build_generation_prompt([{"role": "user", "content": "q"}], tools=tools))
+    assert text.startswith(
+        '<|im_system|>tool_declare<|im_middle|>[{"function":{"name":"f","parameters":'
+        '{"a":"é","b":1}},"type":"function"}]<|im_end|><|im_user|>user'
+    )
+
+
+# -- tools declared as the model repository's tokenizer declares them ----------------------
+
+DECLARATIONS = json.loads(
+    (Path(__file__).parent / "data" / "kimi_k2_5_tool_declarations.json").read_text("utf-8")
+)["cases"]
+"""Tool lists and their TypeScript-style declarations as the tokenizer's encoder writes
+them (tinker-cookbook 0.6.1's copy of it; ``null``: it falls back to JSON)."""
+
+
+@pytest.mark.parametrize("case", DECLARATIONS, ids=lambda c: c["case"])
+def test_tools_are_declared_in_typescript_as_the_tokenizer_declares_them(
+    case: dict[str, Any],
+) -> None:
+    tools = case["tools"]
+    assert typescript_declaration(tools) == case["declaration"]
+    declaration = case["declaration"] or json.dumps(
+        tools, ensure_ascii=False, separators=(",", ":")
+    )
+    expected = template_ids(
+        tokenizer_for(MODEL),
+        f"<|im_system|>tool_declare<|im_middle|>{declaration}<|im_end|>"
+        "<|im_user|>user<|im_middle|>q<|im_end|><|im_assistant|>assistant<|im_middle|><think>",
+    )
+    assert renderer().build_generation_prompt([{"role": "user", "content": "q"}], tools=tools) == (
+        expected
+    )
+
+
+def _typescript(text: str) -> str:
+    """The oracle's rendering with its JSON tool declaration written as the tokenizer
+    writes it."""
+    head = "<|im_system|>tool_declare<|im_middle|>"
+    if not text.startswith(head):
+        return text
+    end = text.index("<|im_end|>")
+    tools = json.loads(text[len(head) : end])
+    (declaration,) = [c["declaration"] for c in DECLARATIONS if c["tools"] == tools]
+    return head + declaration + text[end:]
+
+
+TOOLS_CASES = [pytest.param(conv, id=conv.id) for conv in CORPUS if conv.tools]
+
+
+@pytest.mark.parametrize("conversation", TOOLS_CASES)
+def test_corpus_renders_as_the_oracle_with_the_tokenizers_declaration(
+    conversation: Conversation,
+) -> None:
+    """Default options: every generation prompt and supervised example of a conversation
+    with tools is the oracle's with the TypeScript-style declaration instead of its JSON."""
+    r = renderer()
+    tokenizer = tokenizer_for(MODEL)
+    config = K25[0]
+    for prompt in prompts_of(conversation):
+        expected = documented_ids(
+            tokenizer, prompt_ids(config, prompt, conversation.tools), _typescript
+        )
+        assert r.build_generation_prompt(prompt, tools=conversation.tools) == expected
+    if conversation.messages[-1]["role"] == "assistant":
+        tokens, weights = expected_example(
+            config, tokenizer, conversation.messages, conversation.tools, _typescript
+        )
+        example = r.build_supervised_example(conversation.messages, tools=conversation.tools)
+        assert example.tokens.tolist() == tokens
+        assert example.weights.tolist() == weights
+
+
+def test_the_parser_starts_inside_the_reasoning_the_prompt_opened() -> None:
+    r = renderer()
+    ids = [*r.table.encode("plan"), r.table.control_id("</think>"), *r.table.encode("done")]
+    ids.append(r.table.control_id("<|im_end|>"))
+    assert r.parse_response(ids).message.parts == (ThinkingPart("plan"), TextPart("done"))
+    off = r.parse_response(ids, thinking=False)
+    assert off.message.parts == (TextPart("plandone"),)
+    assert off.termination is Termination.MALFORMED  # </think> without a think block

@@ -1,0 +1,379 @@
+"""Qwen3.5 and Qwen3.8 against their oracle (tml-renderers 0.2.1, the official templates
+not being available offline) on the shared corpus, and the format's own behaviour.
+
+Where the renderer follows the templates rather than the oracle (documented in
+``renderers/qwen3_5.py``), the expected ids are the oracle's with exactly those differences
+applied to its text (:func:`qwen_template_text`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from renderers import (
+    Message,
+    Renderer,
+    Termination,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UnparsedToolCallPart,
+    get_renderer,
+)
+from tests.conftest import tokenizer_for
+from tests.corpus import CORPUS, TOOLS, Conversation, prompts_of
+from tests.tml_oracle import (
+    CONFIGS,
+    OracleConfig,
+    decode,
+    documented_ids,
+    expected_example,
+    our_items,
+    parsed_items,
+    prompt_ids,
+    without_reasoning,
+)
+
+QWEN = [c for c in CONFIGS if c.name in ("qwen3.5", "qwen3.8")]
+CASES = [pytest.param(c, conv, id=f"{c!r}-{conv.id}") for c in QWEN for conv in CORPUS]
+ANSWERED = [
+    pytest.param(c, conv, id=f"{c!r}-{conv.id}")
+    for c in QWEN
+    for conv in CORPUS
+    if conv.messages[-1]["role"] == "assistant"
+]
+"""The conversations that end with an answer: a supervised example trains it."""
+
+
+def renderer(config: OracleConfig) -> Renderer:
+    return get_renderer(config.name, tokenizer_for(config.model_id), **config.options)
+
+
+def _tojson(value: str) -> str:
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(decoded, (dict, list)):
+        return json.dumps(decoded, ensure_ascii=False)
+    return value
+
+
+def qwen_template_text(text: str) -> str:
+    """The oracle's text as the templates write it: a blank line (not a newline) between
+    a message's text and its first call, nested argument values as ``tojson`` (default
+    separators; the oracle writes them compact), and nothing after the tool block for an
+    empty system message (the templates' ``{%- if content %}``; the oracle writes the
+    blank line before it)."""
+    text = text.replace("</IMPORTANT>\n\n<|im_end|>", "</IMPORTANT><|im_end|>")
+    text = re.sub(r"(?<!<\|im_start\|>assistant)(?<=[^>\n])\n<tool_call>", "\n\n<tool_call>", text)
+    return re.sub(
+        r"(<parameter=[^>\n]*>\n)(.*?)(\n</parameter>)",
+        lambda m: m[1] + _tojson(m[2]) + m[3],
+        text,
+        flags=re.DOTALL,
+    )
+
+
+def _messages(config: OracleConfig, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return messages if config.reasoning else without_reasoning(messages)
+
+
+def _late_system(messages: list[dict[str, Any]]) -> bool:
+    return any(m["role"] == "system" for m in messages[1:])
+
+
+LATE_SYSTEM = r"\.role: a system message after the first is an error in qwen3\.[58]'s template"
+
+
+@pytest.mark.parametrize(("config", "conversation"), CASES)
+def test_generation_prompts_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    tokenizer = tokenizer_for(config.model_id)
+    for prompt in prompts_of(conversation):
+        messages = _messages(config, prompt)
+        if _late_system(messages):
+            with pytest.raises(ValueError, match=LATE_SYSTEM):
+                r.build_generation_prompt(messages, tools=conversation.tools)
+            continue
+        oracle = prompt_ids(config, messages, conversation.tools)
+        expected = documented_ids(tokenizer, oracle, qwen_template_text)
+        assert r.build_generation_prompt(messages, tools=conversation.tools) == expected
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_supervised_examples_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    """Tokens and weights; the template's "⏎" after the last ``<|im_end|>`` (untrained)
+    is where the oracle stops at the stop token."""
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    if _late_system(messages):
+        with pytest.raises(ValueError, match=LATE_SYSTEM):
+            r.build_supervised_example(messages, tools=conversation.tools)
+        return
+    tokens, weights = expected_example(
+        config,
+        tokenizer_for(config.model_id),
+        messages,
+        conversation.tools,
+        qwen_template_text,
+        trailing="\n",
+    )
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    assert example.tokens.tolist() == tokens
+    assert example.weights.tolist() == weights
+
+
+@pytest.mark.parametrize(("config", "conversation"), ANSWERED)
+def test_parses_of_trained_turns_equal_the_oracle(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    """Our parse of the sampled tokens of the last answer equals the oracle's (text and
+    reasoning stripped, calls by name and decoded arguments)."""
+    messages = _messages(config, conversation.messages)
+    if _late_system(messages):  # an error (see test_a_system_message_after_the_first...)
+        messages = [messages[0], *(m for m in messages[1:] if m["role"] != "system")]
+    r = renderer(config)
+    example = r.build_supervised_example(messages, tools=conversation.tools)
+    completion = example.tokens[example.weights > 0].tolist()
+    result = r.parse_response(completion)
+    assert result.termination is Termination.STOP and not result.issues
+    if not result.message.parts:  # the oracle raises on a message without content
+        assert conversation.id == "empty_assistant"
+        return
+    assert our_items(result.message) == parsed_items(
+        config, messages[:-1], conversation.tools, completion
+    )
+
+
+# -- the documented differences from the oracle -------------------------------------------
+
+
+@pytest.mark.parametrize("config", QWEN, ids=repr)
+@pytest.mark.parametrize("system", ["", "  \n"], ids=["empty", "blank"])
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no-tools", "tools"])
+def test_an_empty_system_message_renders_as_the_oracle(
+    config: OracleConfig, system: str, tools: Any
+) -> None:
+    """An empty system message alone is an empty turn in Qwen3.5's template and nothing
+    in Qwen3.8's; after the tool block it adds nothing (the corpus's system messages all
+    have text)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]
+    oracle = prompt_ids(config, messages, tools)
+    expected = documented_ids(tokenizer_for(config.model_id), oracle, qwen_template_text)
+    assert renderer(config).build_generation_prompt(messages, tools=tools) == expected
+
+
+def test_text_and_first_call_are_a_blank_line_apart_as_in_the_template() -> None:
+    config = QWEN[0]
+    conversation = next(c for c in CORPUS if c.id == "tool_call_with_text")
+    r = renderer(config)
+    example = r.build_supervised_example(conversation.messages, tools=TOOLS)
+    text = r.decode(example.tokens.tolist())
+    assert "Let me check.\n\n<tool_call>" in text
+    oracle = decode(
+        tokenizer_for(config.model_id), prompt_ids(config, conversation.messages, TOOLS)
+    )
+    assert "Let me check.\n<tool_call>" in oracle
+
+
+@pytest.mark.parametrize("name", ["qwen3.5", "qwen3.8"])
+def test_argument_values_are_written_as_each_template_writes_them(name: str) -> None:
+    """Strings as is; nested values as ``tojson``; scalars as Python prints them in
+    Qwen3.5 (``|string``) and as JSON in Qwen3.8 (``|tojson``)."""
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    arguments = {"s": "multi\nline ", "b": True, "n": None, "x": 1.5, "d": {"k": ["é", 1]}}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}]
+    text = r.decode(r.build_supervised_example(messages).tokens.tolist())
+    scalars = ("True", "None") if name == "qwen3.5" else ("true", "null")
+    body = (
+        "<tool_call>\n<function=f>\n<parameter=s>\nmulti\nline \n</parameter>\n"
+        f"<parameter=b>\n{scalars[0]}\n</parameter>\n<parameter=n>\n{scalars[1]}\n</parameter>\n"
+        '<parameter=x>\n1.5\n</parameter>\n<parameter=d>\n{"k": ["é", 1]}\n</parameter>\n'
+        "</function>\n</tool_call><|im_end|>"
+    )
+    assert body in text
+
+
+def test_a_system_message_after_the_first_is_an_error_as_in_the_template() -> None:
+    r = renderer(QWEN[0])
+    messages = [{"role": "user", "content": "Hi"}, {"role": "system", "content": "Late."}]
+    with pytest.raises(ValueError, match=r"^messages\[1\]\.role: a system message after the first"):
+        r.build_generation_prompt(messages)
+
+
+def test_qwen35_reads_inline_reasoning_like_the_template_and_qwen38_does_not() -> None:
+    answer = {"role": "assistant", "content": "<think>\nPlan.\n</think>\n\n  Done. "}
+    messages = [{"role": "user", "content": "Go"}, answer]
+    q35 = get_renderer("qwen3.5", tokenizer_for("Qwen/Qwen3.5-27B"))
+    q38 = get_renderer("qwen3.8", tokenizer_for("Qwen/Qwen3.8-27B"), reasoning_effort="medium")
+    text35 = q35.decode(q35.build_supervised_example(messages).tokens.tolist())
+    assert text35.endswith("assistant\n<think>\nPlan.\n</think>\n\nDone.<|im_end|>\n")
+    text38 = q38.decode(q38.build_supervised_example(messages).tokens.tolist())
+    assert text38.endswith(
+        "assistant\n<think>\n\n</think>\n\n<think>\nPlan.\n</think>\n\n  Done.<|im_end|>\n"
+    )
+
+
+def test_preserved_history_is_written_with_the_templates_newlines() -> None:
+    """The Qwen3.6+ templates' ``preserve_thinking`` block; the oracle's Qwen3.5 writes
+    history reasoning without the newlines (``<think>r</think>``)."""
+    r = get_renderer("qwen3.5", tokenizer_for("Qwen/Qwen3.5-27B"), preserve_thinking=True)
+    messages = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1", "reasoning_content": "r1"},
+        {"role": "user", "content": "q2"},
+    ]
+    text = r.decode(r.build_generation_prompt(messages))
+    assert "<|im_start|>assistant\n<think>\nr1\n</think>\n\na1<|im_end|>\n" in text
+
+
+# -- the format --------------------------------------------------------------------------
+
+
+def test_generation_prompt_opens_the_think_block_and_the_parser_starts_inside_it() -> None:
+    r = renderer(QWEN[0])
+    prompt = r.build_generation_prompt([{"role": "user", "content": "Hi"}])
+    assert r.decode(prompt).endswith("<|im_start|>assistant\n<think>\n")
+    completion = [*r.table.encode("Plan.\n"), r.think_end, *r.table.encode("\n\nHello"), r.im_end]
+    result = r.parse_response(completion)
+    assert result.message.parts == (ThinkingPart("Plan."), TextPart("Hello"))
+    off = r.parse_response([*r.table.encode("Hello"), r.im_end], enable_thinking=False)
+    assert off.message.content == "Hello"
+
+
+def test_thinking_off_refuses_reasoning_of_the_trained_turn_unless_dropped() -> None:
+    r = get_renderer("qwen3.5", tokenizer_for("Qwen/Qwen3.5-27B"), enable_thinking=False)
+    messages = [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "A", "reasoning_content": "R"},
+    ]
+    with pytest.raises(ValueError, match=r"^messages\[1\]: qwen3.5 with enable_thinking=False"):
+        r.build_supervised_example(messages)
+    dropped = r.build_supervised_example(messages, reasoning="drop")
+    plain = r.build_supervised_example(without_reasoning(messages))
+    assert dropped.tokens.tolist() == plain.tokens.tolist()
+    prompt = r.build_generation_prompt(messages[:1])
+    assert dropped.tokens.tolist()[: len(prompt)] == prompt
+
+
+@pytest.mark.parametrize(
+    ("effort", "instruction"),
+    [("xhigh", "Reasoning effort is set to xhigh."), ("low", "Reasoning effort is set to low.")],
+)
+def test_qwen38_effort_starts_the_system_turn(effort: str, instruction: str) -> None:
+    r = get_renderer("qwen3.8", tokenizer_for("Qwen/Qwen3.8-27B"), reasoning_effort=effort)
+    messages = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "Hi"}]
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.startswith("<|im_start|>system\n" + instruction)
+    assert text.endswith(
+        ".\n\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    )
+    medium = r.decode(r.build_generation_prompt(messages, reasoning_effort="medium"))
+    assert medium.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+    off = r.decode(r.build_generation_prompt(messages, enable_thinking=False))
+    assert "Reasoning effort" not in off
+
+
+def test_a_call_drafted_inside_the_reasoning_stays_reasoning() -> None:
+    r = renderer(QWEN[0])
+    body = "\n<function=f>\n</function>\n"
+    completion = [
+        *r.table.encode("Maybe "),
+        r.tool_call,
+        *r.table.encode(body),
+        r.tool_call_end,
+        r.think_end,
+        *r.table.encode("\n\nNo call."),
+        r.im_end,
+    ]
+    result = r.parse_response(completion)
+    assert result.message.parts == (
+        ThinkingPart("Maybe <tool_call>" + body + "</tool_call>"),
+        TextPart("No call."),
+    )
+    assert result.termination is Termination.STOP
+
+
+def test_control_tokens_out_of_place_are_kept_as_text_with_an_issue() -> None:
+    r = renderer(QWEN[0])
+    completion = [r.think_end, *r.table.encode("\n\nA "), r.tool_call_end]
+    completion += [*r.table.encode(" B"), r.im_end]
+    result = r.parse_response(completion, enable_thinking=False)
+    assert result.message.content == "</think>\n\nA </tool_call> B"
+    assert result.termination is Termination.MALFORMED
+    assert [i.position for i in result.issues] == [0, completion.index(r.tool_call_end)]
+
+
+def test_xml_calls_parse_into_json_arguments_as_sampled() -> None:
+    r = renderer(QWEN[0])
+    body = (
+        "\n<function=get-weather.v2>\n<parameter=city>\nParis\n</parameter>\n"
+        '<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{"a":[1,2]}\n</parameter>\n'
+        "<parameter=flag>\nTrue\n</parameter>\n</function>\n"
+    )
+    completion = [r.think_end, *r.table.encode("\n\n"), r.tool_call, *r.table.encode(body)]
+    completion += [r.tool_call_end, r.im_end]
+    call = r.parse_response(completion).message.parts[0]
+    assert call == ToolCallPart(
+        "get-weather.v2", '{"city": "Paris", "days": 3, "opts": {"a":[1,2]}, "flag": "True"}'
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "\n<function=f>\n<parameter=a>\n1\n</function>\n",  # parameter not closed
+        '\n{"name": "f", "arguments": {}}\n',  # Qwen3's JSON calls are not this format
+        "\n<function=>\n</function>\n",
+        "\n<function=f>\nstray text\n</function>\n",
+    ],
+)
+def test_a_call_off_the_grammar_is_kept_verbatim(body: str) -> None:
+    r = renderer(QWEN[0])
+    completion = [r.think_end, r.tool_call, *r.table.encode(body), r.tool_call_end, r.im_end]
+    part = r.parse_response(completion).message.parts[0]
+    assert isinstance(part, UnparsedToolCallPart) and part.raw == body
+    rendered = r.build_supervised_example(
+        [{"role": "user", "content": "q"}, Message("assistant", [part])]
+    )
+    assert r.parse_response(rendered.tokens[rendered.weights > 0].tolist()).message.parts == (part,)
+
+
+def test_arguments_that_are_not_an_object_are_an_error_naming_the_call() -> None:
+    r = renderer(QWEN[0])
+    messages = [
+        {"role": "user", "content": "q"},
+        Message("assistant", [ToolCallPart("f", "[1, 2]")]),
+    ]
+    with pytest.raises(
+        ValueError, match=r"^messages\[1\]: arguments of tool call 'f' must be a JSON object"
+    ):
+        r.build_supervised_example(messages)
+
+
+def test_a_trained_empty_think_block_is_sampled_after_the_prompts_newline() -> None:
+    """The prompt ends "<think>⏎"; the trained turn's "⏎</think>" is encoded on its own
+    (the template's text encoded whole would merge the two newlines)."""
+    r = renderer(QWEN[0])
+    messages = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]
+    example = r.build_supervised_example(messages)
+    prompt = r.build_generation_prompt(messages[:1])
+    tokens = example.tokens.tolist()
+    assert tokens[: len(prompt)] == prompt
+    assert tokens[len(prompt) :] == [
+        *r.table.encode("\n"),
+        r.think_end,
+        *r.table.encode("\n\nA"),
+        r.im_end,
+        *r.table.encode("\n"),
+    ]
