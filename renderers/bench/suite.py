@@ -242,7 +242,7 @@ _NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1")
 
 def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
     """Rendering with default options (plus a fixed date), compared with the template."""
-    options = {"date": config.today} if renderer.name == "gpt_oss" else {}
+    options: dict[str, Any] = {"date": config.today} if renderer.name == "gpt_oss" else {}
     renderer = get_renderer(renderer.name, renderer.tokenizer, **options)
     messages = ten_turn_conversation(reasoning=renderer.name not in _NO_REASONING)
     prompt_messages = messages[:-1]

@@ -114,12 +114,13 @@ class TokenWriter:
         tail._sampled = self._sampled[last + 1 :]
         return tail.ids()
 
-    def ids_and_weights(self, trained: Sequence[bool]) -> IdsAndWeights:
-        """Ids plus weights: 1 on sampled pieces of messages whose ``trained`` flag is set
-        (a message index of -1 means template text outside any message)."""
+    def ids_and_weights(self, trained: Sequence[float]) -> IdsAndWeights:
+        """Ids plus weights: ``trained[m]`` (1 for a flag that is set) on sampled pieces of
+        message ``m`` (an index of -1 means template text outside any message); a token
+        that text of several pieces merged into gets the largest of their weights."""
         items = self._items
         piece_weights = [
-            1.0 if s and m >= 0 and trained[m] else 0.0
+            float(trained[m]) if s and m >= 0 else 0.0
             for m, s in zip(self._msg, self._sampled, strict=True)
         ]
         encode = self._table.encode

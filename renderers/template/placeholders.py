@@ -1,0 +1,319 @@
+"""Message text through placeholders: how a template's output is split into template text
+(where control-token spellings are control tokens) and message text (never control tokens).
+
+Every string a caller gives (message text, tool-call names and arguments, tool
+definitions, template options) reaches the template with **protection markers**: private-use
+characters around each control-token spelling it holds, and around a head or tail that
+could join the template's neighbouring text into a control-token spelling. When weights
+are needed, message fields also get **attribution markers** around their text (leading
+and trailing whitespace left outside, so ``strip``/``trim`` in a template behave as
+without them): they say which field of which message each piece of the output came from,
+and which fields the template wrote at all. A template that tests message text in a way
+the markers change (``startswith``, equality) renders differently with them; the renderer
+compares with the unmarked rendering and does without attribution then.
+
+The output is then read back: protected text is ordinary text; template text is split
+into control tokens and text; markers themselves are dropped, but never let text on their
+two sides join into a control token. This is transformers' ``sanitize_control_tokens``
+(transformers 5.x ``mark_control_tokens``/``encode_marked_chat``) extended to fragments and
+to attribution.
+
+**Where the ids can differ from the raw template** (each case is reported as a
+:class:`TemplateDifference`): a control-token spelling inside message text (the raw
+template's tokenizer call would make it the control token), and a spelling formed across
+a boundary between message text and its neighbour (text merging across a placeholder
+boundary). Text on both sides of a boundary is still encoded together, as the template's
+output is, so BPE merges across boundaries are the same as the raw template's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from renderers.core.tokens import TokenTable
+from renderers.core.writer import TokenWriter
+
+__all__ = [
+    "Field",
+    "Marks",
+    "Piece",
+    "Rendering",
+    "TemplateDifference",
+    "read_rendering",
+]
+
+_BASE = 0xF0000
+_END = 0xFFFFE  # U+FFFFE and U+FFFFF are noncharacters
+_MARKER = re.compile("[\U000f0000-\U000fffff]")
+_MAX_FIELDS = (_END - _BASE) // 4
+# Marker kinds: the offset of a field's four characters.
+_OPEN, _CLOSE, _PROTECT, _UNPROTECT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A string a caller gave: ``message`` is its message's index (-1: tools, options) and
+    ``path`` names it (``content``, ``reasoning_content``, ``tool_calls[0].function.name``)."""
+
+    message: int
+    path: str
+
+    def __str__(self) -> str:
+        return f"messages[{self.message}].{self.path}" if self.message >= 0 else self.path
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateDifference:
+    """A place where the ids differ from tokenizing the raw template's output: ``text``
+    (a control-token spelling) is ordinary text here, where the raw template's tokenizer
+    call would make it a control token. ``where`` is ``"in message text"`` or
+    ``"across a boundary"`` (message text joined with the text next to it); for
+    ``"template logic"`` the template took another branch because of the protection
+    markers (it tested message text that spells control tokens)."""
+
+    field: Field | None
+    text: str
+    where: str
+
+    def __str__(self) -> str:
+        at = f" ({self.field})" if self.field is not None else ""
+        return f"{self.where}{at}: {self.text!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A control token id, or text; ``field`` is the index of the field it came from (-1:
+    template text) and ``protected`` says it is message text (never a control token)."""
+
+    value: int | str
+    field: int = -1
+    protected: bool = False
+
+
+class _Protector:
+    """Finds control-token spellings in text, and heads/tails that could join neighbouring
+    text into one."""
+
+    def __init__(self, table: TokenTable) -> None:
+        names = sorted(table.control_tokens, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, names))) if names else None
+        self.prefixes = {n[:k] for n in names for k in range(1, len(n))}
+        self.suffixes = {n[k:] for n in names for k in range(1, len(n))}
+        self.longest = max(map(len, names), default=1) - 1
+
+    def protect(self, text: str, open_: str, close: str) -> str:
+        """``text`` with every spelling, and a joinable head and tail, between markers."""
+        pattern = self.pattern
+        if pattern is None:
+            return text
+        out: list[str] = []
+        last = 0
+        for match in pattern.finditer(text):
+            if match.start() > last:
+                out.append(self._edges(text[last : match.start()], open_, close, last == 0, False))
+            out += (open_, match.group(), close)
+            last = match.end()
+        if last < len(text):
+            out.append(self._edges(text[last:], open_, close, last == 0, True))
+        return "".join(out)
+
+    def _edges(self, text: str, open_: str, close: str, head: bool, tail: bool) -> str:
+        front = ""
+        if head:
+            for k in range(min(self.longest, len(text)), 0, -1):
+                if text[:k] in self.suffixes:
+                    front, text = open_ + text[:k] + close, text[k:]
+                    break
+        back = ""
+        if tail:
+            for k in range(min(self.longest, len(text)), 0, -1):
+                if text[-k:] in self.prefixes:
+                    text, back = text[:-k], open_ + text[-k:] + close
+                    break
+        return front + text + back
+
+
+@functools.lru_cache(maxsize=16)
+def _protector(table: TokenTable) -> _Protector:
+    return _Protector(table)
+
+
+class Marks:
+    """The markers of one rendering: each field gets four private-use characters (open and
+    close its text; open and close a protected span). ``attribute=False`` gives protection
+    markers only; ``raw=True`` no markers at all (the template's unprotected rendering)."""
+
+    __slots__ = ("_protector", "attribute", "fields", "raw")
+
+    def __init__(self, table: TokenTable, *, attribute: bool = False, raw: bool = False) -> None:
+        self._protector = _protector(table)
+        self.attribute = attribute and not raw
+        self.raw = raw
+        self.fields: list[Field] = []
+
+    def field(self, message: int, path: str) -> int:
+        """Register a field; its index picks its marker characters."""
+        if len(self.fields) >= _MAX_FIELDS:
+            raise ValueError(
+                f"the conversation has more than {_MAX_FIELDS} text fields, more than the "
+                "template renderer can mark"
+            )
+        self.fields.append(Field(message, path))
+        return len(self.fields) - 1
+
+    def text(self, value: str, field: int, *, attribute: bool = False) -> str:
+        """``value`` as the template should see it: protected, and (assistant fields, when
+        this rendering attributes) between attribution markers."""
+        if self.raw or not value:
+            return value
+        if _MARKER.search(value):
+            raise ValueError(
+                f"{self.fields[field]}: contains a character of U+F0000..U+FFFFF, which the "
+                "template renderer reserves for its placeholders"
+            )
+        base = _BASE + 4 * field
+        core = value.strip()
+        if not core:
+            return value
+        lead = value[: len(value) - len(value.lstrip())]
+        trail = value[len(lead) + len(core) :]
+        protected = self._protector.protect(core, chr(base + _PROTECT), chr(base + _UNPROTECT))
+        if attribute and self.attribute:
+            protected = chr(base + _OPEN) + protected + chr(base + _CLOSE)
+        return lead + protected + trail
+
+    def marker(self, field: int, *, attribute: bool = False) -> Callable[[str], str]:
+        """A function marking strings of ``field`` (for values inside tool-call arguments)."""
+        return functools.partial(self.text, field=field, attribute=attribute)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    """A template's output read back: pieces, the fields they came from, the text without
+    markers, and where the ids differ from the raw template's."""
+
+    pieces: tuple[Piece, ...]
+    fields: tuple[Field, ...]
+    text: str
+    differences: tuple[TemplateDifference, ...]
+    protected: bool
+    """Whether any caller text was protected (only then can the markers change the
+    template's logic, see :class:`TemplateDifference`)."""
+
+    def writer(self, table: TokenTable) -> TokenWriter:
+        """The pieces in a token writer; message text is attributed to its message (for
+        ``ids_and_weights``: sampled, of that message)."""
+        w = TokenWriter(table)
+        fields = self.fields
+        for p in self.pieces:
+            message = fields[p.field].message if p.field >= 0 else -1
+            if isinstance(p.value, int):
+                w.control(p.value, message, message >= 0)
+            else:
+                w.text(p.value, message, message >= 0)
+        return w
+
+    def written(self, message: int) -> frozenset[str]:
+        """The paths of the fields of ``message`` that appear in the output."""
+        return frozenset(
+            self.fields[p.field].path
+            for p in self.pieces
+            if p.field >= 0 and self.fields[p.field].message == message
+        )
+
+
+def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
+    """Split a template's ``output`` (rendered with ``marks``) into pieces."""
+    protector = _protector(table)
+    pieces: list[Piece] = []
+    spans: list[tuple[int, int, int]] = []  # protected text: (start, end, field) in ``text``
+    texts: list[str] = []
+    length = 0
+    protected_field = -1
+    previous: tuple[int, int] | None = None  # (kind, field) of the marker before the run
+    markers = list(_MARKER.finditer(output))
+    at = 0
+    for k in range(len(markers) + 1):
+        end = markers[k].start() if k < len(markers) else len(output)
+        run = output[at:end]
+        following = _decode(markers[k].group()) if k < len(markers) else None
+        if run:
+            if protected_field >= 0:
+                pieces.append(Piece(run, protected_field, True))
+                spans.append((length, length + len(run), protected_field))
+                texts.append(run)
+                length += len(run)
+            else:
+                field = -1
+                if previous is not None and previous[0] == _OPEN:
+                    field = previous[1]
+                elif following is not None and following[0] == _CLOSE:
+                    field = following[1]
+                for piece in _split(table, protector, run):
+                    pieces.append(Piece(piece, field))
+                    spelled = table.id_to_bytes[piece].decode() if isinstance(piece, int) else piece
+                    texts.append(spelled)
+                    length += len(spelled)
+        if following is None:
+            break
+        kind, field = following
+        if kind == _PROTECT:
+            protected_field = field
+        elif kind == _UNPROTECT:
+            protected_field = -1
+        previous = following
+        at = markers[k].end()
+    text = "".join(texts)
+    differences = _differences(protector, text, spans, marks.fields) if spans else ()
+    return Rendering(tuple(pieces), tuple(marks.fields), text, differences, bool(spans))
+
+
+def _decode(marker: str) -> tuple[int, int]:
+    k = ord(marker) - _BASE
+    return k % 4, k // 4
+
+
+def _split(table: TokenTable, protector: _Protector, text: str) -> list[int | str]:
+    """Template text as control token ids and text."""
+    pattern = protector.pattern
+    if pattern is None:
+        return [text]
+    out: list[int | str] = []
+    last = 0
+    for match in pattern.finditer(text):
+        if match.start() > last:
+            out.append(text[last : match.start()])
+        out.append(table.control_tokens[match.group()])
+        last = match.end()
+    if last < len(text):
+        out.append(text[last:])
+    return out
+
+
+def _differences(
+    protector: _Protector,
+    text: str,
+    spans: list[tuple[int, int, int]],
+    fields: list[Field],
+) -> tuple[TemplateDifference, ...]:
+    """The control-token spellings of ``text`` (the output without markers) that overlap
+    protected text: where the raw template would have had a control token."""
+    assert protector.pattern is not None
+    out: list[TemplateDifference] = []
+    k = 0
+    for match in protector.pattern.finditer(text):
+        start, end = match.span()
+        while k < len(spans) and spans[k][1] <= start:
+            k += 1
+        j = k
+        while j < len(spans) and spans[j][0] < end:
+            inside = spans[j][0] <= start and end <= spans[j][1]
+            where = "in message text" if inside else "across a boundary"
+            field = fields[spans[j][2]] if spans[j][2] < len(fields) else None
+            out.append(TemplateDifference(field, match.group(), where))
+            break
+        # a match overlapping no protected span is a control token of the template's own
+    return tuple(out)

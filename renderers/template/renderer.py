@@ -1,0 +1,833 @@
+"""The template renderer: any model with a chat template, with the library's guarantees
+where the template's structure allows them.
+
+**Rendering.** The tokenizer's own chat template (``chat_template.jinja`` or the
+``chat_template`` of ``tokenizer_config.json``, as transformers loads it) runs in the
+sandbox of :mod:`~renderers.template.environment` with the conversation as
+``apply_chat_template`` passes it (:mod:`~renderers.template.inputs`). Message text goes
+through placeholders (:mod:`~renderers.template.placeholders`) so it is ordinary text:
+the ids equal ``apply_chat_template(tokenize=True)`` except where message text spells a
+control token, or joins its neighbour into one; :meth:`TemplateRenderer.differences`
+reports those places.
+
+**Supervised weights** come from the template's structure, as for the specialised
+renderers: a trained assistant turn is the tokens after its generation prompt (the
+template's rendering of the messages before it, with ``add_generation_prompt=True``)
+through the first stop token, before the next message's text (without a stop token:
+through the turn's own text, and as far as the template's rendering of the conversation
+ending with that turn agrees with the whole). The untrained prefix is the generation
+prompt: where the template renders the conversation before the last trained turn
+otherwise (templates that drop the reasoning of earlier turns once a later answer
+exists), or drops the trained turn's own reasoning, text or calls, building the example
+is a ``ValueError`` naming the turn. A token that merges text of the prompt and of the
+turn is trained. An earlier trained turn (``train_on="all_assistant"``) is weighed in its
+history form, after the generation prompt's header.
+
+**Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
+template and the vocabulary unless given, run by the existing parsers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from renderers.core.grammars import (
+    BareJsonParser,
+    TaggedParser,
+    TagGrammar,
+    json_call_builder,
+    xml_call_builder,
+)
+from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
+from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
+from renderers.core.parsing import ParseResult, StreamParser
+from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Options, DeepSeekV31Renderer
+from renderers.example import SupervisedExample
+from renderers.gpt_oss import GptOssRenderer
+from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, deep_sort
+from renderers.rendering import Renderer, TrainOn
+from renderers.rollout import ExtensionProperty
+from renderers.template.environment import (
+    TemplateError,
+    compile_template,
+    template_variables,
+)
+from renderers.template.inputs import template_messages, template_value
+from renderers.template.placeholders import (
+    Marks,
+    Rendering,
+    TemplateDifference,
+    read_rendering,
+)
+from renderers.template.spec import (
+    PROBE_CALL_ONLY,
+    PROBE_TOOL,
+    PROBE_USER,
+    TAGGED,
+    FormatSpec,
+    infer_spec,
+)
+
+__all__ = ["TemplateOptions", "TemplateRenderer"]
+
+# What apply_chat_template itself passes; not options a caller can set.
+_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateOptions:
+    """The template's keyword options (what ``apply_chat_template`` passes as ``**kwargs``,
+    e.g. ``enable_thinking``), as ``(name, value)`` pairs."""
+
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Owners:
+    """For each token of a rendering, the largest and smallest index of the messages whose
+    text it holds (-1: none)."""
+
+    largest: np.ndarray
+    smallest: np.ndarray
+
+    def later(self, t: int, start: int) -> int:
+        """The first token at or after ``start`` holding text of a message after ``t``."""
+        hits = np.flatnonzero(self.largest[start:] > t)
+        return start + int(hits[0]) if hits.size else len(self.largest)
+
+    def after_header(self, t: int, header: list[int], ids: list[int]) -> int | None:
+        """Where turn ``t``'s tokens start: after the last ``header`` between the last token
+        holding an earlier message's text and the first holding ``t``'s."""
+        own = np.flatnonzero((self.smallest <= t) & (self.largest >= t))
+        if not own.size:
+            return None
+        first = int(own[0])
+        before = np.flatnonzero((self.smallest[:first] >= 0) & (self.smallest[:first] < t))
+        low = int(before[-1]) + 1 if before.size else 0
+        n = len(header)
+        for k in range(first - n, low - 1, -1):
+            if ids[k : k + n] == header:
+                return k + n
+        return None
+
+    def last(self, t: int, start: int, end: int) -> int:
+        """The last token in ``[start, end)`` holding text of message ``t`` (-1: none)."""
+        own = np.flatnonzero((self.smallest[start:end] <= t) & (self.largest[start:end] >= t))
+        return start + int(own[-1]) if own.size else -1
+
+    def earlier(self, t: int, start: int) -> int | None:
+        """The first message before ``t`` with text at or after ``start``, if any."""
+        tail = self.smallest[start:]
+        hits = tail[(tail >= 0) & (tail < t)]
+        return int(hits.min()) if hits.size else None
+
+
+class TemplateRenderer(Renderer):
+    """A renderer driven by a model's own chat template (see the module docs).
+
+    ``tokenizer`` (or ``model_id`` to load one) gives the vocabulary and, unless
+    ``chat_template`` is given, the template. ``spec`` says how to parse completions
+    (inferred from the template when not given: :attr:`spec_origin`, :attr:`spec_notes`).
+    ``sort_tool_keys`` sorts the keys of every dict in ``tools`` before templating, as
+    Kimi-K2's tokenizer code does around its template. Options are the template's keyword
+    arguments (``enable_thinking=False``).
+    """
+
+    name = "template"
+    Options = TemplateOptions
+    roles = ()
+
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        *,
+        model_id: str | None = None,
+        chat_template: str | None = None,
+        spec: FormatSpec | None = None,
+        sort_tool_keys: bool = False,
+        **options: Any,
+    ) -> None:
+        if tokenizer is None:
+            if model_id is None:
+                raise TypeError("TemplateRenderer needs a tokenizer or a model_id")
+            tokenizer = load_tokenizer(model_id)
+        source = source_of(tokenizer)
+        self.model_id: str | None = model_id or (source[0] if source else None)
+        templates = _templates(chat_template or getattr(tokenizer, "chat_template", None))
+        if not templates:
+            raise ValueError(
+                f"{self.model_id or 'the tokenizer'} has no chat template (neither "
+                "chat_template.jinja nor tokenizer_config.json's chat_template); pass "
+                "chat_template=..."
+            )
+        self._templates = templates
+        self._custom_template = chat_template
+        self._variables = frozenset().union(*map(template_variables, templates.values()))
+        self.sort_tool_keys = sort_tool_keys
+        special = getattr(tokenizer, "special_tokens_map", None) or {}
+        self._special = {k: v for k, v in special.items() if isinstance(v, (str, list))}
+        super().__init__(tokenizer, **options)
+        for text in templates.values():
+            compile_template(text)  # a syntax error is the caller's to know now
+        self._none_content = self._needs_none_content()
+        self._given_spec = spec
+        if spec is None:
+            eos = [e for e in (self._special.get("eos_token"),) if isinstance(e, str)]
+            eos += _generation_config_eos(self.model_id, self.table.control_text)
+            inferred, notes = infer_spec(
+                self._probe, self.table, "\n".join(templates.values()), eos
+            )
+            self.spec: FormatSpec | None = inferred
+            self.spec_origin = "inferred from the template and the vocabulary"
+            self.spec_notes: tuple[str, ...] = notes
+        else:
+            self.spec = spec
+            self.spec_origin = "given"
+            self.spec_notes = ()
+        self._parsing = _Parsing(self) if self.spec is not None else None
+        self._openings: dict[tuple[tuple[str, Any], ...], tuple[bool, str]] = {}
+
+    def __repr__(self) -> str:
+        return f"TemplateRenderer(model_id={self.model_id!r}, options={self.changed_options()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        source = source_of(self.tokenizer)
+        return (
+            _restore,
+            (
+                source or self.tokenizer,
+                self._custom_template,
+                self._given_spec,
+                self.sort_tool_keys,
+                self.options,
+            ),
+        )
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        """The template's variables a caller can set as options (``enable_thinking``...):
+        what it reads, besides the conversation and the tokenizer's special tokens."""
+        return tuple(sorted(self._variables - _RESERVED - set(self._special)))
+
+    def changed_options(self) -> dict[str, Any]:
+        return dict(self.options.kwargs)
+
+    # -- options ------------------------------------------------------------------------
+
+    def _with_options(self, base: Any, overrides: Mapping[str, Any]) -> Any:
+        if not overrides:
+            return base
+        unknown = sorted(k for k in overrides if k not in self.option_names)
+        if unknown:
+            known = ", ".join(self.option_names) or "none"
+            raise TypeError(
+                f"template: unknown option(s) {', '.join(map(repr, unknown))} (the chat "
+                f"template reads: {known})"
+            )
+        merged = dict(base.kwargs)
+        merged.update(overrides)
+        return TemplateOptions(tuple(sorted(merged.items())))
+
+    @classmethod
+    def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
+        """Option values from ``KEY=VALUE`` text: JSON (``true``, ``3``, ``"x"``, ``[...]``)
+        where the text is JSON, else the text itself."""
+        out: dict[str, Any] = {}
+        for key, text in pairs.items():
+            try:
+                out[key] = json.loads(text)
+            except ValueError:
+                out[key] = text
+        return out
+
+    # -- rendering ----------------------------------------------------------------------
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        if self._parsing is None:
+            return ()
+        return self._parsing.stop_ids
+
+    def build_generation_prompt(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """The template's generation prompt, message text as ordinary text."""
+        kwargs = self._with_options(self.options, options).kwargs
+        return self._ids(coerce_messages(messages), tools, kwargs, True)
+
+    def differences(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        **options: Any,
+    ) -> tuple[TemplateDifference, ...]:
+        """Where this rendering's ids differ from tokenizing the raw template's output
+        (``apply_chat_template(tokenize=True)``): empty when they are equal."""
+        kwargs = self._with_options(self.options, options).kwargs
+        msgs = coerce_messages(messages)
+        rendering = self._rendering(msgs, tools, kwargs, add_generation_prompt, Marks(self.table))
+        found = rendering.differences
+        if rendering.protected:
+            raw = self._text(
+                msgs, tools, kwargs, add_generation_prompt, Marks(self.table, raw=True)
+            )
+            if raw != rendering.text:
+                found += (
+                    TemplateDifference(
+                        None, _first_difference(raw, rendering.text), "template logic"
+                    ),
+                )
+        return found
+
+    def build_supervised_example(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        train_on: TrainOn | str = TrainOn.LAST_ASSISTANT,
+        **options: Any,
+    ) -> SupervisedExample:
+        """The template's rendering of the conversation and loss weights from its
+        structure (see the module docs)."""
+        try:
+            mode = TrainOn(train_on)
+        except ValueError:
+            choices = ", ".join(repr(t.value) for t in TrainOn)
+            raise ValueError(f"train_on: expected one of {choices}, got {train_on!r}") from None
+        kwargs = self._with_options(self.options, options).kwargs
+        msgs = coerce_messages(messages)
+        rendering, owners = self._attributed(msgs, tools, kwargs)
+        if mode is TrainOn.ALL:
+            ids = rendering.writer(self.table).ids()
+            return SupervisedExample(
+                np.asarray(ids, dtype=np.int64),
+                np.ones(len(ids), np.float32),
+                self.name,
+                self.table,
+            )
+        assistants = [i for i, m in enumerate(msgs) if m.role == "assistant"]
+        if not assistants:
+            raise ValueError(
+                f"train_on={mode.value!r}: the conversation has no assistant message to train on"
+            )
+        tokens = np.asarray(rendering.writer(self.table).ids(), dtype=np.int64)
+        ids = tokens.tolist()
+        weights = np.zeros(len(ids), dtype=np.float32)
+        last = assistants[-1]
+        for t in assistants if mode is TrainOn.ALL_ASSISTANT else [last]:
+            start, end = self._turn_span(msgs, t, tools, kwargs, ids, owners, strict=t == last)
+            weights[start:end] = 1.0
+        if last == len(msgs) - 1:
+            self._check_written(msgs, last, tools, kwargs, rendering if owners else None)
+        return SupervisedExample(tokens, weights, self.name, self.table)
+
+    # -- the template ---------------------------------------------------------------------
+
+    def _template(self, tools: Sequence[Mapping[str, Any]] | None) -> str:
+        """The template ``apply_chat_template`` would use (named templates: ``tool_use``
+        when there are tools, else ``default``)."""
+        templates = self._templates
+        if len(templates) == 1:
+            return next(iter(templates.values()))
+        if tools and "tool_use" in templates:
+            return templates["tool_use"]
+        return templates.get("default") or next(iter(templates.values()))
+
+    def _text(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
+        marks: Marks,
+        *,
+        none_content: bool | None = None,
+    ) -> str:
+        """The template's output for the conversation (with ``marks``' placeholders)."""
+        if tools is not None:
+            if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+                raise ValueError("tools: expected a list of tool definitions (dicts)")
+            for i, tool in enumerate(tools):
+                if not isinstance(tool, Mapping):
+                    raise ValueError(f"tools[{i}]: expected a dict, got {type(tool).__name__}")
+            if self.sort_tool_keys:
+                tools = deep_sort(tools)
+        empty = none_content if none_content is not None else self._none_content
+        inputs = template_messages(messages, marks, none_content=empty)
+        variables: dict[str, Any] = dict(self._special)
+        variables.update((k, template_value(v, marks, k)) for k, v in kwargs)
+        try:
+            return compile_template(self._template(tools)).render(
+                messages=inputs,
+                tools=template_value(list(tools), marks, "tools") if tools is not None else None,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
+                **variables,
+            )
+        except (TemplateError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+            raise ValueError(f"the chat template failed: {type(exc).__name__}: {exc}") from None
+
+    def _rendering(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
+        marks: Marks,
+    ) -> Rendering:
+        output = self._text(messages, tools, kwargs, add_generation_prompt, marks)
+        return read_rendering(self.table, output, marks)
+
+    def _ids(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
+    ) -> list[int]:
+        marks = Marks(self.table)
+        rendering = self._rendering(messages, tools, kwargs, add_generation_prompt, marks)
+        return rendering.writer(self.table).ids()
+
+    def _probe(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+    ) -> Rendering:
+        """An attributed rendering with the default options (for spec inference)."""
+        marks = Marks(self.table, attribute=True)
+        return self._rendering(messages, tools, (), add_generation_prompt, marks)
+
+    def _needs_none_content(self) -> bool:
+        """Whether a tool-calling message without text must have ``content: None`` rather
+        than no ``content`` (the DeepSeek templates test ``content is none``; transformers
+        drops ``None`` and they fail)."""
+        probe = [PROBE_USER, PROBE_CALL_ONLY]
+        marks = Marks(self.table)
+        try:
+            self._text(probe, [PROBE_TOOL], (), False, marks, none_content=False)
+        except ValueError:
+            try:
+                self._text(probe, [PROBE_TOOL], (), False, marks, none_content=True)
+            except ValueError:
+                return False
+            return True
+        return False
+
+    # -- supervised weights ---------------------------------------------------------------
+
+    def _attributed(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+    ) -> tuple[Rendering, _Owners | None]:
+        """The conversation's rendering and which message each token holds text of; no
+        owners when the attribution markers change what the template renders."""
+        attributed = self._rendering(
+            messages, tools, kwargs, False, Marks(self.table, attribute=True)
+        )
+        raw = self._text(messages, tools, kwargs, False, Marks(self.table, raw=True))
+        if attributed.text != raw:
+            return self._rendering(messages, tools, kwargs, False, Marks(self.table)), None
+        writer = attributed.writer(self.table)
+        n = len(messages)
+        _, largest = writer.ids_and_weights([j + 1 for j in range(n)])
+        _, smallest = writer.ids_and_weights([n - j for j in range(n)])
+        owners = _Owners(
+            largest.astype(np.int64) - 1,
+            np.where(smallest > 0, n - smallest.astype(np.int64), -1),
+        )
+        return attributed, owners
+
+    def _turn_span(
+        self,
+        messages: list[Message],
+        t: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        ids: list[int],
+        owners: _Owners | None,
+        *,
+        strict: bool,
+    ) -> tuple[int, int]:
+        """The ``[start, end)`` tokens the model samples for assistant turn ``t``.
+
+        The turn starts where its generation prompt ends. Where the template renders the
+        conversation before the turn otherwise (``strict``: an error), a history turn
+        starts after the generation prompt's header (``<|im_start|>assistant\\n``) found
+        between the earlier messages and the turn's text, or where prompt and conversation
+        part when no earlier message's text follows."""
+        prompt = self._ids(messages[:t], tools, kwargs, True)
+        start = _common_prefix(prompt, ids)
+        if start < len(prompt):
+            prompt_text = self.table.decode(prompt)
+            full_text = self.table.decode(ids)
+            if not full_text.startswith(prompt_text):
+                earlier = owners.earlier(t, start) if owners is not None else None
+                if strict or owners is None:
+                    raise ValueError(self._prefix_error(t, prompt_text, full_text, earlier, strict))
+                if earlier is not None:
+                    header = self._header(messages[:t], tools, kwargs, prompt)
+                    found = owners.after_header(t, header, ids) if header else None
+                    if found is None:
+                        raise ValueError(
+                            self._prefix_error(t, prompt_text, full_text, earlier, strict)
+                        )
+                    start = found
+        stops = frozenset(self.stop_token_ids)
+        bound = owners.later(t, start) if owners is not None else len(ids)
+        for k in range(start, bound):
+            if ids[k] in stops:
+                return start, k + 1
+        # No stop token: the turn ends after its own text, and after what the template
+        # writes for a conversation ending with it, as far as that agrees with the whole.
+        alone = self._ids(messages[: t + 1], tools, kwargs, False)
+        end = _common_prefix(alone, ids)
+        if owners is not None:
+            end = max(end, owners.last(t, start, bound) + 1)
+        end = min(end, bound)
+        if end <= start:
+            raise ValueError(f"messages[{t}]: the chat template writes nothing for this turn")
+        return start, end
+
+    def _header(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        prompt: list[int],
+    ) -> list[int]:
+        """What the generation prompt adds to the rendering of ``messages``."""
+        before = self._ids(messages, tools, kwargs, False)
+        return prompt[len(before) :] if prompt[: len(before)] == before else []
+
+    def _prefix_error(
+        self, t: int, prompt: str, full: str, earlier: int | None, strict: bool
+    ) -> str:
+        k = _common_prefix(prompt, full)
+        where = f" (inside messages[{earlier}])" if earlier is not None else ""
+        what = (
+            "the untrained prefix would not be the generation prompt the model saw"
+            if strict
+            else "its sampled tokens cannot be found"
+        )
+        return (
+            f"messages[{t}]: the chat template renders the conversation before this turn "
+            f"differently from its generation prompt at character {k}{where}: prompt "
+            f"{prompt[k : k + 30]!r}, conversation {full[k : k + 30]!r}; {what}. Train on a "
+            "conversation that ends with this turn, or build one example per turn"
+        )
+
+    def _check_written(
+        self,
+        messages: list[Message],
+        t: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        rendering: Rendering | None,
+    ) -> None:
+        """The trained last turn must not lose its reasoning, text or calls."""
+        m = messages[t]
+        if rendering is not None:
+            written = rendering.written(t)
+            for path in _paths(m):
+                if path not in written:
+                    raise ValueError(
+                        f"messages[{t}].{path}: the chat template drops this from the trained "
+                        "turn, so training on it would silently lose it; remove it or use a "
+                        "template (or renderer option) that keeps it"
+                    )
+            return
+        if m.thinking:  # without attribution: does the reasoning change the rendering?
+            plain = Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
+            marks = Marks(self.table)
+            if self._text(messages, tools, kwargs, False, marks) == self._text(
+                [*messages[:t], plain], tools, kwargs, False, Marks(self.table)
+            ):
+                raise ValueError(
+                    f"messages[{t}].reasoning_content: the chat template drops this from the "
+                    "trained turn, so training on it would silently lose it; remove it"
+                )
+
+    # -- parsing --------------------------------------------------------------------------
+
+    def _reasoning_start(self, ids: Sequence[int]) -> tuple[bool, str]:
+        """Whether a completion after the prompt ``ids`` starts inside reasoning, and the
+        padding the prompt did not write yet."""
+        assert self._parsing is not None and self.spec is not None
+        if self.spec.prompt_opens_reasoning is not None:
+            return self.spec.prompt_opens_reasoning, ""
+        think = self._parsing.think
+        if think is None:
+            return False, ""
+        k = len(ids)
+        written = ""
+        while k > 0 and ids[k - 1] != think:
+            text = self.table.id_to_str[ids[k - 1]]
+            if text is None or text.strip() or ids[k - 1] in self.table.control_ids:
+                return False, ""
+            written = text + written
+            k -= 1
+        if k == 0:
+            return False, ""
+        return True, self.spec.think_padding.removeprefix(written)
+
+    def _opening(self, options: TemplateOptions) -> tuple[bool, str]:
+        cached = self._openings.get(options.kwargs)
+        if cached is None:
+            prompt = self._ids([PROBE_USER], None, options.kwargs, True)
+            cached = self._openings[options.kwargs] = self._reasoning_start(prompt)
+        return cached
+
+    def _new_parser(self, options: TemplateOptions, events: bool) -> StreamParser:
+        if self._parsing is None:
+            raise ValueError(
+                "cannot parse completions: no format spec could be inferred from the chat "
+                "template (see spec_notes); pass spec=FormatSpec(...)"
+            )
+        return self._parsing.parser(events, *self._opening(options))
+
+    def _parse_after_prompt(
+        self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
+    ) -> ParseResult:
+        if self._parsing is None:
+            raise ValueError("cannot parse completions: pass spec=FormatSpec(...)")
+        parser = self._parsing.parser(False, *self._reasoning_start(prompt_ids))
+        parser.feed(completion_ids)
+        return parser.finish()
+
+    # -- multi-turn rollouts ----------------------------------------------------------------
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        return ExtensionProperty(
+            False,
+            "a template-driven format: re-rendering is not known to reproduce sampled turns "
+            "(templates commonly drop reasoning and re-serialize tool calls)",
+        )
+
+    def _close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        if self._parsing is not None and self._parsing.delegate is not None:
+            return self._parsing.delegate._close_turn(result, completion_ids)
+        if result.stop_token_id is not None:
+            return 0, []
+        closing: list[int] = []
+        last = result.message.parts[-1] if result.message.parts else None
+        grammar = self._parsing.grammar if self._parsing is not None else None
+        if grammar is not None and last is not None and getattr(last, "incomplete", False):
+            if type(last) is ThinkingPart and grammar.think_end is not None:
+                closing.append(grammar.think_end)
+            elif type(last) is UnparsedToolCallPart and grammar.call_end is not None:
+                closing.append(grammar.call_end)
+        return 0, [*closing, *self.stop_token_ids[:1]]
+
+    def _continuation(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> list[int]:
+        kwargs = self._with_options(self.options, options).kwargs
+        messages = [*history, *new_messages]
+        ids = self._ids(messages, tools, kwargs, True)
+        _, end = self._turn_span(messages, len(history) - 1, tools, kwargs, ids, None, strict=False)
+        return ids[end:]
+
+
+class _Parsing:
+    """A spec resolved against the vocabulary: the parser it runs and its stop ids."""
+
+    def __init__(self, r: TemplateRenderer) -> None:
+        spec = r.spec
+        assert spec is not None
+        self.table = r.table
+
+        def ids(names: Sequence[str], what: str) -> tuple[int, ...]:
+            out = []
+            for name in names:
+                token = r.table.control_tokens.get(name)
+                if token is None:
+                    raise ValueError(
+                        f"spec.{what}: {name!r} is not a control token of the tokenizer"
+                    )
+                out.append(token)
+            return tuple(out)
+
+        think = ids(spec.think, "think") if spec.think else (None, None)
+        self.think = think[0]
+        self.delegate: Renderer | None = None
+        self._delegate_options: Any = None
+        self.grammar: TagGrammar | None = None
+        syntax = spec.tool_calls
+        if syntax in ("deepseek_v3", "deepseek_v3.1", "kimi", "harmony"):
+            self.delegate = _delegate(syntax, spec, r.tokenizer)
+            self.stop_ids = self.delegate.stop_token_ids
+            return
+        calls: tuple[int | None, int | None] = (None, None)
+        build = None
+        if syntax in TAGGED:
+            assert spec.call_tags is not None
+            calls = ids(spec.call_tags, "call_tags")  # type: ignore[assignment]
+            builder = json_call_builder if syntax == "json_in_tags" else xml_call_builder
+            build = builder(spec.call_tags[1])
+        stop = ids(spec.stop, "stop")
+        eos = ids(spec.eos, "eos")
+        self.stop_ids = (*stop, *eos)
+        self.grammar = TagGrammar(
+            stop=stop,
+            eos=eos,
+            ends_message=ids(spec.ends_message, "ends_message"),
+            think=think[0],
+            think_end=think[1],
+            call=calls[0],
+            call_end=calls[1],
+            build_call=build,
+            think_padding=spec.think_padding,
+            after_think=spec.after_think,
+            before_call=spec.before_call,
+        )
+        self._bare = syntax == "bare_json"
+
+    def parser(self, events: bool, opens_reasoning: bool, prefix: str) -> StreamParser:
+        if self.delegate is not None:
+            if isinstance(self.delegate, DeepSeekV31Renderer):
+                return self.delegate._new_parser(
+                    DeepSeekV31Options(thinking=opens_reasoning), events
+                )
+            return self.delegate._new_parser(self.delegate.options, events)
+        assert self.grammar is not None
+        cls = BareJsonParser if self._bare else TaggedParser
+        return cls(
+            self.grammar,
+            self.table,
+            events,
+            opens_reasoning=opens_reasoning,
+            reasoning_prefix=prefix,
+        )
+
+
+def _delegate(syntax: str, spec: FormatSpec, tokenizer: Any) -> Renderer:
+    """The specialised renderer whose parser reads this grammar."""
+    cls: Callable[..., Renderer]
+    if syntax == "deepseek_v3":
+        cls = DeepSeekV3Renderer
+    elif syntax == "deepseek_v3.1":
+        cls = DeepSeekV31Renderer
+    elif syntax == "kimi":
+        cls = KimiK2ThinkingRenderer if spec.think else KimiK2Renderer
+    else:
+        cls = GptOssRenderer
+    try:
+        return cls(tokenizer)
+    except KeyError as exc:
+        raise ValueError(f"spec.tool_calls={syntax!r}: {exc.args[0]}") from None
+
+
+def _templates(value: Any) -> dict[str, str]:
+    """A tokenizer's chat template(s) by name (one template is ``default``)."""
+    if isinstance(value, str):
+        return {"default": value} if value.strip() else {}
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items() if isinstance(v, str)}
+    if isinstance(value, list):  # tokenizer_config.json's [{"name", "template"}]
+        return {
+            str(t["name"]): t["template"]
+            for t in value
+            if isinstance(t, Mapping) and isinstance(t.get("template"), str)
+        }
+    return {}
+
+
+def _generation_config_eos(model_id: str | None, spell: Callable[[int], str | None]) -> list[str]:
+    """The end-of-sequence tokens of the model's ``generation_config.json`` (from a local
+    directory or the hub client; none when it is not there)."""
+    if model_id is None:
+        return []
+    path = Path(model_id) / "generation_config.json"
+    if not path.is_file():
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+        try:
+            path = Path(hf_hub_download(model_id, "generation_config.json"))
+        except (EntryNotFoundError, LocalEntryNotFoundError, OSError, ValueError):
+            return []
+    try:
+        eos = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+    except (OSError, ValueError, AttributeError):
+        return []
+    ids = eos if isinstance(eos, list) else [eos]
+    return [s for t in ids if isinstance(t, int) and (s := spell(t)) is not None]
+
+
+def _paths(m: Message) -> list[str]:
+    """The fields of an assistant message a template should write."""
+    paths = []
+    if m.thinking:
+        paths.append("reasoning_content")
+    if m.text.strip():
+        paths.append("content")
+    for k, call in enumerate(m.tool_calls):
+        paths.append(f"tool_calls[{k}].function.name")
+        if call.arguments.strip() not in ("", "{}"):
+            paths.append(f"tool_calls[{k}].function.arguments")
+    return paths
+
+
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = 0
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _first_difference(a: str, b: str) -> str:
+    k = _common_prefix(a, b)
+    return f"at character {k}: raw {a[k : k + 30]!r}, ours {b[k : k + 30]!r}"
+
+
+_RESTORED: dict[tuple[Any, ...], TemplateRenderer] = {}
+
+
+def _restore(
+    source: TokenizerSource | Any,
+    chat_template: str | None,
+    spec: FormatSpec | None,
+    sort_tool_keys: bool,
+    options: TemplateOptions,
+) -> TemplateRenderer:
+    """A template renderer from its pickled form (a model id, not the tokenizer, when
+    :func:`~renderers.load_tokenizer` loaded it), cached per process."""
+    kwargs = dict(options.kwargs)
+    if not isinstance(source, tuple):
+        return TemplateRenderer(
+            source, chat_template=chat_template, spec=spec, sort_tool_keys=sort_tool_keys, **kwargs
+        )
+    key = (source, chat_template, spec, sort_tool_keys, options)
+    renderer = _RESTORED.get(key)
+    if renderer is None:
+        renderer = TemplateRenderer(
+            load_tokenizer(*source),
+            chat_template=chat_template,
+            spec=spec,
+            sort_tool_keys=sort_tool_keys,
+            **kwargs,
+        )
+        renderer = _RESTORED.setdefault(key, renderer)
+    return renderer
