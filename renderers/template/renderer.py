@@ -308,6 +308,10 @@ class TemplateRenderer(Renderer):
         msgs = coerce_messages(messages)
         rendering, owners = self._attributed(msgs, tools, kwargs)
         if mode is TrainOn.ALL:
+            if msgs and msgs[-1].role == "assistant":
+                self._check_written(
+                    msgs, len(msgs) - 1, tools, kwargs, rendering if owners else None
+                )
             ids = rendering.writer(self.table).ids()
             return SupervisedExample(
                 np.asarray(ids, dtype=np.int64),
