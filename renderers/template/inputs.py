@@ -130,11 +130,16 @@ def _call(part: ToolCallPart, i: int, k: int, marks: Marks) -> dict[str, Any]:
 
 def template_value(value: Any, marks: Marks, path: str) -> Any:
     """A caller value that is not a message (tools, a template option) with every string
-    in it protected; dict keys are left as they are."""
+    in it protected (one field for all of them, named ``path``); dict keys are left as
+    they are."""
+    return _protected(value, marks, marks.field(-1, path))
+
+
+def _protected(value: Any, marks: Marks, field: int) -> Any:
     if isinstance(value, str):
-        return marks.text(value, marks.field(-1, path))
+        return marks.text(value, field)
     if isinstance(value, Mapping):
-        return {k: template_value(v, marks, f"{path}.{k}") for k, v in value.items()}
+        return {k: _protected(v, marks, field) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [template_value(v, marks, f"{path}[{j}]") for j, v in enumerate(value)]
+        return [_protected(v, marks, field) for v in value]
     return value

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from renderers.core.tokens import TokenTable
@@ -38,17 +38,61 @@ from renderers.core.writer import TokenWriter
 
 __all__ = [
     "Field",
+    "MarkerClash",
     "Marks",
     "Piece",
     "Rendering",
     "TemplateDifference",
+    "marker_base",
+    "marker_pattern",
+    "private_use",
     "read_rendering",
 ]
 
-_BASE = 0xF0000
-_END = 0xFFFFE  # U+FFFFE and U+FFFFF are noncharacters
-_MARKER = re.compile("[\U000f0000-\U000fffff]")
-_MAX_FIELDS = (_END - _BASE) // 4
+_FIRST = 0xF0000  # the supplementary private-use planes 15 and 16
+_LAST = 0x10FFFD
+_SPAN = 0x7FF0  # characters of one rendering's markers
+_MAX_FIELDS = _SPAN // 4
+_PRIVATE_USE = re.compile("[\U000f0000-\U0010ffff]")
+
+
+def marker_base(avoid: Iterable[int] = ()) -> int:
+    """The first marker range (``_SPAN`` characters of the private-use planes) holding none
+    of the characters ``avoid`` (which caller text or the template holds)."""
+    used = sorted(c for c in set(avoid) if _FIRST <= c <= _LAST)
+    start = _FIRST
+    for c in used:
+        if c >= start + _SPAN:
+            break
+        if c >= start:
+            start = c + 1
+    if start + _SPAN > _LAST:
+        raise ValueError(
+            "the conversation holds too many private-use characters (U+F0000..U+10FFFD) for "
+            "the template renderer to mark its text"
+        )
+    return start
+
+
+def private_use(text: str) -> set[int]:
+    """The characters of ``text`` in the private-use planes the markers come from."""
+    return {ord(c) for c in _PRIVATE_USE.findall(text)}
+
+
+@functools.lru_cache(maxsize=32)
+def marker_pattern(base: int) -> re.Pattern[str]:
+    """The characters of the markers starting at ``base``."""
+    return re.compile(f"[{chr(base)}-{chr(base + _SPAN - 1)}]")
+
+
+class MarkerClash(Exception):
+    """Caller text holds a character of the markers' range (render with another base)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("caller text holds a marker character")
+        self.characters = private_use(text)
+
+
 # Marker kinds: the offset of a field's four characters.
 _OPEN, _CLOSE, _PROTECT, _UNPROTECT = 0, 1, 2, 3
 
@@ -104,6 +148,14 @@ class _Protector:
         self.suffixes = {n[k:] for n in names for k in range(1, len(n))}
         self.longest = max(map(len, names), default=1) - 1
 
+    def wraps(self, text: str) -> bool:
+        """Whether :meth:`protect` puts ``text`` between markers."""
+        return self.pattern is not None and (
+            self.pattern.fullmatch(text) is not None
+            or text in self.prefixes
+            or text in self.suffixes
+        )
+
     def protect(self, text: str, open_: str, close: str) -> str:
         """``text`` with every spelling, and a joinable head and tail, between markers."""
         pattern = self.pattern
@@ -146,10 +198,19 @@ class Marks:
     close its text; open and close a protected span). ``attribute=False`` gives protection
     markers only; ``raw=True`` no markers at all (the template's unprotected rendering)."""
 
-    __slots__ = ("_protector", "attribute", "fields", "raw")
+    __slots__ = ("_pattern", "_protector", "attribute", "base", "fields", "raw")
 
-    def __init__(self, table: TokenTable, *, attribute: bool = False, raw: bool = False) -> None:
+    def __init__(
+        self,
+        table: TokenTable,
+        *,
+        attribute: bool = False,
+        raw: bool = False,
+        base: int = _FIRST,
+    ) -> None:
         self._protector = _protector(table)
+        self.base = base
+        self._pattern = marker_pattern(base)
         self.attribute = attribute and not raw
         self.raw = raw
         self.fields: list[Field] = []
@@ -169,12 +230,9 @@ class Marks:
         this rendering attributes) between attribution markers."""
         if self.raw or not value:
             return value
-        if _MARKER.search(value):
-            raise ValueError(
-                f"{self.fields[field]}: contains a character of U+F0000..U+FFFFF, which the "
-                "template renderer reserves for its placeholders"
-            )
-        base = _BASE + 4 * field
+        if self._pattern.search(value):
+            raise MarkerClash(value)
+        base = self.base + 4 * field
         core = value.strip()
         if not core:
             return value
@@ -199,6 +257,9 @@ class Rendering:
     fields: tuple[Field, ...]
     text: str
     differences: tuple[TemplateDifference, ...]
+    seen: frozenset[tuple[int, int]]
+    """The attribution markers in the output: ``(field, 0)`` opens a field's text,
+    ``(field, 1)`` closes it."""
     protected: bool
     """Whether any caller text was protected (only then can the markers change the
     template's logic, see :class:`TemplateDifference`)."""
@@ -217,12 +278,14 @@ class Rendering:
         return w
 
     def written(self, message: int) -> frozenset[str]:
-        """The paths of the fields of ``message`` that appear in the output."""
-        return frozenset(
-            self.fields[p.field].path
-            for p in self.pieces
-            if p.field >= 0 and self.fields[p.field].message == message
-        )
+        """The paths of the fields of ``message`` the output holds whole: both their
+        attribution markers are there (a template that cut a field, ``split`` for example,
+        kept one at most)."""
+        ends: dict[int, int] = {}
+        for field, kind in self.seen:
+            if self.fields[field].message == message:
+                ends[field] = ends.get(field, 0) | (1 << kind)
+        return frozenset(self.fields[f].path for f, both in ends.items() if both == 3)
 
 
 def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
@@ -233,13 +296,14 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
     texts: list[str] = []
     length = 0
     protected_field = -1
+    seen: set[tuple[int, int]] = set()
     previous: tuple[int, int] | None = None  # (kind, field) of the marker before the run
-    markers = list(_MARKER.finditer(output))
+    markers = list(marker_pattern(marks.base).finditer(output))
     at = 0
     for k in range(len(markers) + 1):
         end = markers[k].start() if k < len(markers) else len(output)
         run = output[at:end]
-        following = _decode(markers[k].group()) if k < len(markers) else None
+        following = _decode(markers[k].group(), marks.base) if k < len(markers) else None
         if run:
             if protected_field >= 0:
                 pieces.append(Piece(run, protected_field, True))
@@ -260,19 +324,40 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
         if following is None:
             break
         kind, field = following
-        if kind == _PROTECT:
+        if kind in (_OPEN, _CLOSE):
+            seen.add((field, kind))
+        if kind == _PROTECT and _protects(protector, output, markers, k, field, marks.base):
             protected_field = field
-        elif kind == _UNPROTECT:
+        else:  # a closing marker, or a lone opening one (a template cut the text there)
             protected_field = -1
         previous = following
         at = markers[k].end()
     text = "".join(texts)
     differences = _differences(protector, text, spans, marks.fields) if spans else ()
-    return Rendering(tuple(pieces), tuple(marks.fields), text, differences, bool(spans))
+    return Rendering(
+        tuple(pieces), tuple(marks.fields), text, differences, frozenset(seen), bool(spans)
+    )
 
 
-def _decode(marker: str) -> tuple[int, int]:
-    k = ord(marker) - _BASE
+def _protects(
+    protector: _Protector,
+    output: str,
+    markers: list[re.Match[str]],
+    k: int,
+    field: int,
+    base: int,
+) -> bool:
+    """Whether protection marker ``k`` opens a protected span: its closing marker follows
+    and what is between them is what protection wraps (a spelling, a head or a tail).
+    Templates that cut text (``split``) leave lone markers, which only break the text."""
+    if k + 1 >= len(markers) or _decode(markers[k + 1].group(), base) != (_UNPROTECT, field):
+        return False
+    text = output[markers[k].end() : markers[k + 1].start()]
+    return protector.wraps(text)
+
+
+def _decode(marker: str, base: int) -> tuple[int, int]:
+    k = ord(marker) - base
     return k % 4, k // 4
 
 

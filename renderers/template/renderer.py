@@ -60,9 +60,12 @@ from renderers.template.environment import (
 )
 from renderers.template.inputs import template_messages, template_value
 from renderers.template.placeholders import (
+    MarkerClash,
     Marks,
     Rendering,
     TemplateDifference,
+    marker_base,
+    private_use,
     read_rendering,
 )
 from renderers.template.spec import (
@@ -102,18 +105,19 @@ class _Owners:
         return start + int(hits[0]) if hits.size else len(self.largest)
 
     def after_header(self, t: int, header: list[int], ids: list[int]) -> int | None:
-        """Where turn ``t``'s tokens start: after the last ``header`` between the last token
-        holding an earlier message's text and the first holding ``t``'s."""
+        """Where turn ``t``'s tokens start: after the longest leading part of ``header``
+        that occurs between the last token holding an earlier message's text and the first
+        holding ``t``'s (its last occurrence there)."""
         own = np.flatnonzero((self.smallest <= t) & (self.largest >= t))
         if not own.size:
             return None
         first = int(own[0])
         before = np.flatnonzero((self.smallest[:first] >= 0) & (self.smallest[:first] < t))
         low = int(before[-1]) + 1 if before.size else 0
-        n = len(header)
-        for k in range(first - n, low - 1, -1):
-            if ids[k : k + n] == header:
-                return k + n
+        for n in range(len(header), 0, -1):
+            for k in range(first - n, low - 1, -1):
+                if ids[k : k + n] == header[:n]:
+                    return k + n
         return None
 
     def last(self, t: int, start: int, end: int) -> int:
@@ -169,6 +173,7 @@ class TemplateRenderer(Renderer):
         self._templates = templates
         self._custom_template = chat_template
         self._variables = frozenset().union(*map(template_variables, templates.values()))
+        self._template_characters = frozenset(private_use("".join(templates.values())))
         self.sort_tool_keys = sort_tool_keys
         special = getattr(tokenizer, "special_tokens_map", None) or {}
         self._special = {k: v for k, v in special.items() if isinstance(v, (str, list))}
@@ -276,18 +281,13 @@ class TemplateRenderer(Renderer):
         (``apply_chat_template(tokenize=True)``): empty when they are equal."""
         kwargs = self._with_options(self.options, options).kwargs
         msgs = coerce_messages(messages)
-        rendering = self._rendering(msgs, tools, kwargs, add_generation_prompt, Marks(self.table))
+        rendering = self._rendering(msgs, tools, kwargs, add_generation_prompt)
         found = rendering.differences
         if rendering.protected:
-            raw = self._text(
-                msgs, tools, kwargs, add_generation_prompt, Marks(self.table, raw=True)
-            )
+            raw = self._raw_text(msgs, tools, kwargs, add_generation_prompt)
             if raw != rendering.text:
-                found += (
-                    TemplateDifference(
-                        None, _first_difference(raw, rendering.text), "template logic"
-                    ),
-                )
+                why = _first_difference(raw, rendering.text)
+                found += (TemplateDifference(None, why, "template logic"),)
         return found
 
     def build_supervised_example(
@@ -387,10 +387,31 @@ class TemplateRenderer(Renderer):
         tools: Sequence[Mapping[str, Any]] | None,
         kwargs: tuple[tuple[str, Any], ...],
         add_generation_prompt: bool,
-        marks: Marks,
+        *,
+        attribute: bool = False,
     ) -> Rendering:
-        output = self._text(messages, tools, kwargs, add_generation_prompt, marks)
-        return read_rendering(self.table, output, marks)
+        """The template's output read back through placeholders (``attribute``: with
+        attribution markers), in a marker range no caller text holds."""
+        avoid = set(self._template_characters)
+        while True:
+            marks = Marks(self.table, attribute=attribute, base=marker_base(avoid))
+            try:
+                output = self._text(messages, tools, kwargs, add_generation_prompt, marks)
+            except MarkerClash as clash:
+                avoid |= clash.characters
+                continue
+            return read_rendering(self.table, output, marks)
+
+    def _raw_text(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
+    ) -> str:
+        """The template's output without placeholders (what transformers renders)."""
+        marks = Marks(self.table, raw=True)
+        return self._text(messages, tools, kwargs, add_generation_prompt, marks)
 
     def _ids(
         self,
@@ -399,8 +420,7 @@ class TemplateRenderer(Renderer):
         kwargs: tuple[tuple[str, Any], ...],
         add_generation_prompt: bool,
     ) -> list[int]:
-        marks = Marks(self.table)
-        rendering = self._rendering(messages, tools, kwargs, add_generation_prompt, marks)
+        rendering = self._rendering(messages, tools, kwargs, add_generation_prompt)
         return rendering.writer(self.table).ids()
 
     def _probe(
@@ -410,15 +430,14 @@ class TemplateRenderer(Renderer):
         add_generation_prompt: bool,
     ) -> Rendering:
         """An attributed rendering with the default options (for spec inference)."""
-        marks = Marks(self.table, attribute=True)
-        return self._rendering(messages, tools, (), add_generation_prompt, marks)
+        return self._rendering(messages, tools, (), add_generation_prompt, attribute=True)
 
     def _needs_none_content(self) -> bool:
         """Whether a tool-calling message without text must have ``content: None`` rather
         than no ``content`` (the DeepSeek templates test ``content is none``; transformers
         drops ``None`` and they fail)."""
         probe = [PROBE_USER, PROBE_CALL_ONLY]
-        marks = Marks(self.table)
+        marks = Marks(self.table, raw=True)
         try:
             self._text(probe, [PROBE_TOOL], (), False, marks, none_content=False)
         except ValueError:
@@ -439,12 +458,10 @@ class TemplateRenderer(Renderer):
     ) -> tuple[Rendering, _Owners | None]:
         """The conversation's rendering and which message each token holds text of; no
         owners when the attribution markers change what the template renders."""
-        attributed = self._rendering(
-            messages, tools, kwargs, False, Marks(self.table, attribute=True)
-        )
-        raw = self._text(messages, tools, kwargs, False, Marks(self.table, raw=True))
-        if attributed.text != raw:
-            return self._rendering(messages, tools, kwargs, False, Marks(self.table)), None
+        attributed = self._rendering(messages, tools, kwargs, False, attribute=True)
+        plain = self._rendering(messages, tools, kwargs, False)
+        if attributed.text != plain.text:
+            return plain, None
         writer = attributed.writer(self.table)
         n = len(messages)
         _, largest = writer.ids_and_weights([j + 1 for j in range(n)])
@@ -470,9 +487,9 @@ class TemplateRenderer(Renderer):
 
         The turn starts where its generation prompt ends. Where the template renders the
         conversation before the turn otherwise (``strict``: an error), a history turn
-        starts after the generation prompt's header (``<|im_start|>assistant\\n``) found
-        between the earlier messages and the turn's text, or where prompt and conversation
-        part when no earlier message's text follows."""
+        starts after the generation prompt's header (``<|im_start|>assistant\\n``, or its
+        longest leading part found) between the earlier messages and the turn's text, or
+        where prompt and conversation part when no earlier message's text follows."""
         prompt = self._ids(messages[:t], tools, kwargs, True)
         start = _common_prefix(prompt, ids)
         if start < len(prompt):
@@ -549,17 +566,15 @@ class TemplateRenderer(Renderer):
             for path in _paths(m):
                 if path not in written:
                     raise ValueError(
-                        f"messages[{t}].{path}: the chat template drops this from the trained "
-                        "turn, so training on it would silently lose it; remove it or use a "
-                        "template (or renderer option) that keeps it"
+                        f"messages[{t}].{path}: the chat template drops this (or part of it) "
+                        "from the trained turn, so training on it would silently lose it; "
+                        "remove it or use a template (or template option) that keeps it"
                     )
             return
         if m.thinking:  # without attribution: does the reasoning change the rendering?
             plain = Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
-            marks = Marks(self.table)
-            if self._text(messages, tools, kwargs, False, marks) == self._text(
-                [*messages[:t], plain], tools, kwargs, False, Marks(self.table)
-            ):
+            with_it = self._raw_text(messages, tools, kwargs, False)
+            if with_it == self._raw_text([*messages[:t], plain], tools, kwargs, False):
                 raise ValueError(
                     f"messages[{t}].reasoning_content: the chat template drops this from the "
                     "trained turn, so training on it would silently lose it; remove it"
@@ -782,7 +797,7 @@ def _generation_config_eos(model_id: str | None, spell: Callable[[int], str | No
 def _paths(m: Message) -> list[str]:
     """The fields of an assistant message a template should write."""
     paths = []
-    if m.thinking:
+    if m.thinking and m.thinking.strip():
         paths.append("reasoning_content")
     if m.text.strip():
         paths.append("content")
