@@ -172,14 +172,14 @@ class TemplateRenderer(Renderer):
             )
         self._templates = templates
         self._custom_template = chat_template
+        for text in templates.values():
+            compile_template(text)  # a syntax error is the caller's to know now
         self._variables = frozenset().union(*map(template_variables, templates.values()))
         self._template_characters = frozenset(private_use("".join(templates.values())))
         self.sort_tool_keys = sort_tool_keys
         special = getattr(tokenizer, "special_tokens_map", None) or {}
         self._special = {k: v for k, v in special.items() if isinstance(v, (str, list))}
         super().__init__(tokenizer, **options)
-        for text in templates.values():
-            compile_template(text)  # a syntax error is the caller's to know now
         self._none_content = self._needs_none_content()
         self._given_spec = spec
         if spec is None:

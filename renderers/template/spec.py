@@ -386,7 +386,7 @@ def _tagged_or_bare(
                 (f"tool calls: JSON in {open_}…{close} (from a rendered call)"),
             )
         return None
-    # No tags: a bare JSON object between the turn's control tokens?
+    # No tags: a bare JSON object between the turn's control tokens (after its header)?
     start = name[0]
     while start > 0 and type(p.pieces[start - 1].value) is not int:
         start -= 1
@@ -394,9 +394,9 @@ def _tagged_or_bare(
     while end + 1 < len(p.pieces) and type(p.pieces[end + 1].value) is not int:
         end += 1
     text = p.text_between(start, end)
-    if content is not None:
-        text = text.split("Probe text.", 1)[-1]
-    calls = bare_json_calls(text)
-    if calls and getattr(calls[0], "name", None) == _CALL.name:
-        return "bare_json", None, "", "tool calls: bare JSON objects (from a rendered call)"
+    for k, ch in enumerate(text):
+        if ch in "{[":
+            calls = bare_json_calls(text[k:])
+            if calls and getattr(calls[0], "name", None) == _CALL.name:
+                return "bare_json", None, "", "tool calls: bare JSON objects (from a rendered call)"
     return None
