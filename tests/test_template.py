@@ -684,17 +684,26 @@ def test_caller_errors_name_the_message(qwen3_generic: TemplateRenderer) -> None
 
 # -- the command line -------------------------------------------------------------------------
 
-CLI = [sys.executable, "-m", "renderers.cli"]
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``renderers ARGS`` in this process (the subprocess wiring is tested once below)."""
+    from renderers.cli import main
+
+    status = main(list(args))
+    out = capsys.readouterr()
+    return status, out.out, out.err
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], input=stdin, capture_output=True, text=True, timeout=300, env=os.environ
+def test_inspect_reports_renderer_tokens_spec_and_invariant(
+    local_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "renderers.cli", "inspect", "qwen3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ,
     )
-
-
-def test_inspect_reports_renderer_tokens_spec_and_invariant(local_model: Path) -> None:
-    proc = run("inspect", "qwen3", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["renderer"] == "qwen3"
@@ -702,23 +711,29 @@ def test_inspect_reports_renderer_tokens_spec_and_invariant(local_model: Path) -
     assert "<think>" in report["control_tokens"]
     assert report["template"]["spec"][0] == "tool calls: json_in_tags in <tool_call>…</tool_call>"
     assert set(report["untrained_prefix"].values()) == {"yes"}
-    gpt = json.loads(run("inspect", "openai/gpt-oss-20b", "--json").stdout)
-    assert gpt["untrained_prefix"]["an answer after a tool result"].startswith(
+    status, out, _ = cli(capsys, "inspect", "openai/gpt-oss-20b", "--json")
+    assert status == 0
+    assert json.loads(out)["untrained_prefix"]["an answer after a tool result"].startswith(
         "only without reasoning (no: messages[3]: the chat template renders"
     )
-    text = run("inspect", str(local_model)).stdout
-    assert "renderer template" in text and "json_in_tags" in text
+    status, out, _ = cli(capsys, "inspect", str(local_model), "--color", "never")
+    assert status == 0
+    assert "renderer: renderer template" in out and "tool calls: json_in_tags" in out
+    assert "end of sequence: <|endoftext|>" in out
 
 
-def test_the_cli_says_which_renderer_it_chose(local_model: Path) -> None:
-    conversation = json.dumps([{"role": "user", "content": "Hi"}])
-    proc = run("render", "--model", str(local_model), "-", stdin=conversation)
-    assert proc.returncode == 0, proc.stderr
+def test_the_cli_says_which_renderer_it_chose(
+    local_model: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    conversation = [{"role": "user", "content": "Hi"}]
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(conversation), encoding="utf-8")
+    status, out, err = cli(capsys, "render", "--model", str(local_model), str(path))
+    assert status == 0
     chosen = f"renderer template ({local_model} chat template; no specialised renderer)"
-    assert proc.stderr.strip() == f"renderers render: {chosen}"
-    assert json.loads(proc.stdout) == raw_render("hermes", json.loads(conversation), None, True)
-    forced = run("render", "--model", "qwen3", "--generic", "-", stdin=conversation)
-    assert "renderer template" in forced.stderr and "--generic" in forced.stderr
-    assert run("render", "--model", "qwen3", "-", stdin=conversation).stderr.strip() == (
-        "renderers render: renderer qwen3 (specialised)"
-    )
+    assert err.strip() == f"renderers render: {chosen}"
+    assert json.loads(out) == raw_render("hermes", conversation, None, True)
+    _, _, err = cli(capsys, "render", "--model", "qwen3", "--generic", str(path))
+    assert "renderer template" in err and "--generic" in err
+    _, _, err = cli(capsys, "render", "--model", "qwen3", str(path))
+    assert err.strip() == "renderers render: renderer qwen3 (specialised)"
