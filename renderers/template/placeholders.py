@@ -146,7 +146,9 @@ class _Protector:
         self.pattern = re.compile("|".join(map(re.escape, names))) if names else None
         self.prefixes = {n[:k] for n in names for k in range(1, len(n))}
         self.suffixes = {n[k:] for n in names for k in range(1, len(n))}
-        self.longest = max(map(len, names), default=1) - 1
+        # The lengths worth trying, by the character a head starts / a tail ends with.
+        self._heads = _lengths_by(self.suffixes, 0)
+        self._tails = _lengths_by(self.prefixes, -1)
 
     def wraps(self, text: str) -> bool:
         """Whether :meth:`protect` puts ``text`` between markers."""
@@ -175,17 +177,25 @@ class _Protector:
     def _edges(self, text: str, open_: str, close: str, head: bool, tail: bool) -> str:
         front = ""
         if head:
-            for k in range(min(self.longest, len(text)), 0, -1):
+            for k in self._heads.get(text[0], ()):
                 if text[:k] in self.suffixes:
                     front, text = open_ + text[:k] + close, text[k:]
                     break
         back = ""
-        if tail:
-            for k in range(min(self.longest, len(text)), 0, -1):
-                if text[-k:] in self.prefixes:
+        if tail and text:
+            for k in self._tails.get(text[-1], ()):
+                if k <= len(text) and text[-k:] in self.prefixes:
                     text, back = text[:-k], open_ + text[-k:] + close
                     break
         return front + text + back
+
+
+def _lengths_by(pieces: set[str], at: int) -> dict[str, tuple[int, ...]]:
+    """The lengths of ``pieces`` (longest first) by their character at ``at``."""
+    lengths: dict[str, set[int]] = {}
+    for piece in pieces:
+        lengths.setdefault(piece[at], set()).add(len(piece))
+    return {c: tuple(sorted(ks, reverse=True)) for c, ks in lengths.items()}
 
 
 @functools.lru_cache(maxsize=16)

@@ -93,26 +93,25 @@ class TemplateOptions:
 
 @dataclass(frozen=True, slots=True)
 class _Owners:
-    """For each token of a rendering, the largest and smallest index of the messages whose
-    text it holds (-1: none)."""
+    """For each token of a rendering, the index of the message whose text it holds (the
+    latest, for a token merging text of two; -1: template text only)."""
 
-    largest: np.ndarray
-    smallest: np.ndarray
+    message: np.ndarray
 
     def later(self, t: int, start: int) -> int:
         """The first token at or after ``start`` holding text of a message after ``t``."""
-        hits = np.flatnonzero(self.largest[start:] > t)
-        return start + int(hits[0]) if hits.size else len(self.largest)
+        hits = np.flatnonzero(self.message[start:] > t)
+        return start + int(hits[0]) if hits.size else len(self.message)
 
     def after_header(self, t: int, header: list[int], ids: list[int]) -> int | None:
         """Where turn ``t``'s tokens start: after the longest leading part of ``header``
         that occurs between the last token holding an earlier message's text and the first
         holding ``t``'s (its last occurrence there)."""
-        own = np.flatnonzero((self.smallest <= t) & (self.largest >= t))
+        own = np.flatnonzero(self.message == t)
         if not own.size:
             return None
         first = int(own[0])
-        before = np.flatnonzero((self.smallest[:first] >= 0) & (self.smallest[:first] < t))
+        before = np.flatnonzero((self.message[:first] >= 0) & (self.message[:first] < t))
         low = int(before[-1]) + 1 if before.size else 0
         for n in range(len(header), 0, -1):
             for k in range(first - n, low - 1, -1):
@@ -122,12 +121,12 @@ class _Owners:
 
     def last(self, t: int, start: int, end: int) -> int:
         """The last token in ``[start, end)`` holding text of message ``t`` (-1: none)."""
-        own = np.flatnonzero((self.smallest[start:end] <= t) & (self.largest[start:end] >= t))
+        own = np.flatnonzero(self.message[start:end] == t)
         return start + int(own[-1]) if own.size else -1
 
     def earlier(self, t: int, start: int) -> int | None:
         """The first message before ``t`` with text at or after ``start``, if any."""
-        tail = self.smallest[start:]
+        tail = self.message[start:]
         hits = tail[(tail >= 0) & (tail < t)]
         return int(hits.min()) if hits.size else None
 
@@ -464,12 +463,8 @@ class TemplateRenderer(Renderer):
             return plain, None
         writer = attributed.writer(self.table)
         n = len(messages)
-        _, largest = writer.ids_and_weights([j + 1 for j in range(n)])
-        _, smallest = writer.ids_and_weights([n - j for j in range(n)])
-        owners = _Owners(
-            largest.astype(np.int64) - 1,
-            np.where(smallest > 0, n - smallest.astype(np.int64), -1),
-        )
+        _, latest = writer.ids_and_weights([j + 1 for j in range(n)])
+        owners = _Owners(latest.astype(np.int64) - 1)
         return attributed, owners
 
     def _turn_span(
