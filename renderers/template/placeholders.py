@@ -53,6 +53,7 @@ _FIRST = 0xF0000  # the supplementary private-use planes 15 and 16
 _LAST = 0x10FFFD
 _SPAN = 0x7FF0  # characters of one rendering's markers
 _MAX_FIELDS = _SPAN // 4
+_CACHE_SIZE = 8192
 _PRIVATE_USE = re.compile("[\U000f0000-\U0010ffff]")
 
 
@@ -149,6 +150,9 @@ class _Protector:
         # The lengths worth trying, by the character a head starts / a tail ends with.
         self._heads = _lengths_by(self.suffixes, 0)
         self._tails = _lengths_by(self.prefixes, -1)
+        self._ids = table.control_tokens
+        self._splits: dict[str, tuple[int | str, ...]] = {}
+        self._protected: dict[str, tuple[tuple[int, int], ...]] = {}
 
     def wraps(self, text: str) -> bool:
         """Whether :meth:`protect` puts ``text`` between markers."""
@@ -160,34 +164,74 @@ class _Protector:
 
     def protect(self, text: str, open_: str, close: str) -> str:
         """``text`` with every spelling, and a joinable head and tail, between markers."""
-        pattern = self.pattern
-        if pattern is None:
+        spans = self._spans(text)
+        if not spans:
             return text
         out: list[str] = []
         last = 0
-        for match in pattern.finditer(text):
-            if match.start() > last:
-                out.append(self._edges(text[last : match.start()], open_, close, last == 0, False))
-            out += (open_, match.group(), close)
-            last = match.end()
-        if last < len(text):
-            out.append(self._edges(text[last:], open_, close, last == 0, True))
+        for start, end in spans:
+            out += (text[last:start], open_, text[start:end], close)
+            last = end
+        out.append(text[last:])
         return "".join(out)
 
-    def _edges(self, text: str, open_: str, close: str, head: bool, tail: bool) -> str:
-        front = ""
+    def split(self, text: str) -> tuple[int | str, ...]:
+        """Template text as control token ids and text (cached: templates repeat theirs)."""
+        pieces = self._splits.get(text)
+        if pieces is None:
+            out: list[int | str] = []
+            last = 0
+            if self.pattern is not None:
+                for match in self.pattern.finditer(text):
+                    if match.start() > last:
+                        out.append(text[last : match.start()])
+                    out.append(self._ids[match.group()])
+                    last = match.end()
+            if last < len(text):
+                out.append(text[last:])
+            pieces = tuple(out)
+            if len(self._splits) >= _CACHE_SIZE:
+                self._splits.clear()
+            self._splits[text] = pieces
+        return pieces
+
+    def _spans(self, text: str) -> tuple[tuple[int, int], ...]:
+        """The ``[start, end)`` ranges of ``text`` to protect (cached)."""
+        spans = self._protected.get(text)
+        if spans is None:
+            found: list[tuple[int, int]] = []
+            last = 0
+            if self.pattern is not None:
+                for match in self.pattern.finditer(text):
+                    if match.start() > last and last == 0:
+                        found += self._edges(text, 0, match.start(), head=True, tail=False)
+                    found.append(match.span())
+                    last = match.end()
+                if last < len(text):
+                    found += self._edges(text, last, len(text), head=last == 0, tail=True)
+            spans = tuple(found)
+            if len(self._protected) >= _CACHE_SIZE:
+                self._protected.clear()
+            self._protected[text] = spans
+        return spans
+
+    def _edges(
+        self, text: str, start: int, end: int, *, head: bool, tail: bool
+    ) -> list[tuple[int, int]]:
+        """A joinable head and tail of ``text[start:end]`` (text between spellings)."""
+        found: list[tuple[int, int]] = []
         if head:
-            for k in self._heads.get(text[0], ()):
-                if text[:k] in self.suffixes:
-                    front, text = open_ + text[:k] + close, text[k:]
+            for k in self._heads.get(text[start], ()):
+                if k <= end - start and text[start : start + k] in self.suffixes:
+                    found.append((start, start + k))
+                    start += k
                     break
-        back = ""
-        if tail and text:
-            for k in self._tails.get(text[-1], ()):
-                if k <= len(text) and text[-k:] in self.prefixes:
-                    text, back = text[:-k], open_ + text[-k:] + close
+        if tail and end > start:
+            for k in self._tails.get(text[end - 1], ()):
+                if k <= end - start and text[end - k : end] in self.prefixes:
+                    found.append((end - k, end))
                     break
-        return front + text + back
+        return found
 
 
 def _lengths_by(pieces: set[str], at: int) -> dict[str, tuple[int, ...]]:
@@ -326,7 +370,7 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
                     field = previous[1]
                 elif following is not None and following[0] == _CLOSE:
                     field = following[1]
-                for piece in _split(table, protector, run):
+                for piece in protector.split(run):
                     pieces.append(Piece(piece, field))
                     spelled = table.id_to_bytes[piece].decode() if isinstance(piece, int) else piece
                     texts.append(spelled)
@@ -369,23 +413,6 @@ def _protects(
 def _decode(marker: str, base: int) -> tuple[int, int]:
     k = ord(marker) - base
     return k % 4, k // 4
-
-
-def _split(table: TokenTable, protector: _Protector, text: str) -> list[int | str]:
-    """Template text as control token ids and text."""
-    pattern = protector.pattern
-    if pattern is None:
-        return [text]
-    out: list[int | str] = []
-    last = 0
-    for match in pattern.finditer(text):
-        if match.start() > last:
-            out.append(text[last : match.start()])
-        out.append(table.control_tokens[match.group()])
-        last = match.end()
-    if last < len(text):
-        out.append(text[last:])
-    return out
 
 
 def _differences(

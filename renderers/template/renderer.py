@@ -458,9 +458,14 @@ class TemplateRenderer(Renderer):
         """The conversation's rendering and which message each token holds text of; no
         owners when the attribution markers change what the template renders."""
         attributed = self._rendering(messages, tools, kwargs, False, attribute=True)
-        plain = self._rendering(messages, tools, kwargs, False)
-        if attributed.text != plain.text:
-            return plain, None
+        # The attribution markers must not change what the template renders: compare with
+        # the rendering without them (the unmarked one when nothing needed protection).
+        if attributed.protected:
+            plain = self._rendering(messages, tools, kwargs, False)
+            if attributed.text != plain.text:
+                return plain, None
+        elif attributed.text != self._raw_text(messages, tools, kwargs, False):
+            return self._rendering(messages, tools, kwargs, False), None
         writer = attributed.writer(self.table)
         n = len(messages)
         _, latest = writer.ids_and_weights([j + 1 for j in range(n)])
