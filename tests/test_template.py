@@ -737,3 +737,43 @@ def test_the_cli_says_which_renderer_it_chose(
     assert "renderer template" in err and "--generic" in err
     _, _, err = cli(capsys, "render", "--model", "qwen3", str(path))
     assert err.strip() == "renderers render: renderer qwen3 (specialised)"
+
+
+# -- rollouts -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model_id", [QWEN3, "moonshotai/Kimi-K2-Thinking", "deepseek-ai/DeepSeek-V3.1"]
+)
+def test_rollouts_keep_the_same_ids_as_the_specialised_renderer(model_id: str) -> None:
+    """A tool-calling episode: prompt, sampled call, tool result, next prompt, answer."""
+    spec = renderers.get_renderer(model_id, tokenizer_for(model_id))
+    generic = TemplateRenderer(spec.tokenizer, sort_tool_keys=model_id.startswith("moonshotai"))
+    user = [{"role": "user", "content": "Weather in Paris?"}]
+    turn = Message(
+        "assistant", [TextPart("Checking."), ToolCallPart("get_weather", '{"city": "Paris"}')]
+    )
+    answer = Message("assistant", "Sunny.")
+    rollouts = [spec.rollout(user, tools=TOOLS), generic.rollout(user, tools=TOOLS)]
+    for rollout in rollouts:
+        example = spec.build_supervised_example([*user, turn], tools=TOOLS)
+        rollout.add_completion(example.tokens[example.weights > 0].tolist())
+        rollout.add_messages([result("c1", "sunny", "get_weather")])
+        history = [*user, turn, result("c1", "sunny", "get_weather"), answer]
+        final = spec.build_supervised_example(history, tools=TOOLS)
+        rollout.add_completion(final.tokens[final.weights > 0].tolist())
+    assert rollouts[1].tokens.tolist() == rollouts[0].tokens.tolist()
+    assert rollouts[1].weights.tolist() == rollouts[0].weights.tolist()
+    assert [r.message for r in rollouts[1].results] == [r.message for r in rollouts[0].results]
+
+
+def test_option_values_may_be_lists_and_renderers_pickle_with_their_options() -> None:
+    tok = tokenizer_for("openai/gpt-oss-20b")
+    generic = TemplateRenderer(tok, builtin_tools=["browser"], reasoning_effort="high")
+    prompt = generic.build_generation_prompt([{"role": "user", "content": "Hi"}])
+    assert "Reasoning: high" in generic.decode(prompt) and "## browser" in generic.decode(prompt)
+    ids = [*generic.table.encode("Done."), generic.table.control_id("<|return|>")]
+    assert generic.parse_response(ids).message.content == "Done."
+    clone = pickle.loads(pickle.dumps(generic))
+    assert clone.changed_options() == {"builtin_tools": ["browser"], "reasoning_effort": "high"}
+    assert clone.build_generation_prompt([{"role": "user", "content": "Hi"}]) == prompt

@@ -161,7 +161,9 @@ class TemplateRenderer(Renderer):
                 raise TypeError("TemplateRenderer needs a tokenizer or a model_id")
             tokenizer = load_tokenizer(model_id)
         source = source_of(tokenizer)
-        self.model_id: str | None = model_id or (source[0] if source else None)
+        self.model_id: str | None = model_id or (
+            source[0] if source else getattr(tokenizer, "name_or_path", None) or None
+        )
         templates = _templates(chat_template or getattr(tokenizer, "chat_template", None))
         if not templates:
             raise ValueError(
@@ -195,7 +197,7 @@ class TemplateRenderer(Renderer):
             self.spec_origin = "given"
             self.spec_notes = ()
         self._parsing = _Parsing(self) if self.spec is not None else None
-        self._openings: dict[tuple[tuple[str, Any], ...], tuple[bool, str]] = {}
+        self._openings: dict[str, tuple[bool, str]] = {}
 
     def __repr__(self) -> str:
         return f"TemplateRenderer(model_id={self.model_id!r}, options={self.changed_options()!r})"
@@ -305,7 +307,7 @@ class TemplateRenderer(Renderer):
             raise ValueError(f"train_on: expected one of {choices}, got {train_on!r}") from None
         kwargs = self._with_options(self.options, options).kwargs
         msgs = coerce_messages(messages)
-        rendering, owners = self._attributed(msgs, tools, kwargs)
+        rendering, owners = self._attributed(msgs, tools, kwargs, False)
         if mode is TrainOn.ALL:
             if msgs and msgs[-1].role == "assistant":
                 self._check_written(
@@ -454,18 +456,20 @@ class TemplateRenderer(Renderer):
         messages: list[Message],
         tools: Sequence[Mapping[str, Any]] | None,
         kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
     ) -> tuple[Rendering, _Owners | None]:
         """The conversation's rendering and which message each token holds text of; no
         owners when the attribution markers change what the template renders."""
-        attributed = self._rendering(messages, tools, kwargs, False, attribute=True)
+        gen = add_generation_prompt
+        attributed = self._rendering(messages, tools, kwargs, gen, attribute=True)
         # The attribution markers must not change what the template renders: compare with
         # the rendering without them (the unmarked one when nothing needed protection).
         if attributed.protected:
-            plain = self._rendering(messages, tools, kwargs, False)
+            plain = self._rendering(messages, tools, kwargs, gen)
             if attributed.text != plain.text:
                 return plain, None
-        elif attributed.text != self._raw_text(messages, tools, kwargs, False):
-            return self._rendering(messages, tools, kwargs, False), None
+        elif attributed.text != self._raw_text(messages, tools, kwargs, gen):
+            return self._rendering(messages, tools, kwargs, gen), None
         writer = attributed.writer(self.table)
         n = len(messages)
         _, latest = writer.ids_and_weights([j + 1 for j in range(n)])
@@ -604,10 +608,11 @@ class TemplateRenderer(Renderer):
         return True, self.spec.think_padding.removeprefix(written)
 
     def _opening(self, options: TemplateOptions) -> tuple[bool, str]:
-        cached = self._openings.get(options.kwargs)
+        key = repr(options.kwargs)  # values may be lists (unhashable)
+        cached = self._openings.get(key)
         if cached is None:
             prompt = self._ids([PROBE_USER], None, options.kwargs, True)
-            cached = self._openings[options.kwargs] = self._reasoning_start(prompt)
+            cached = self._openings[key] = self._reasoning_start(prompt)
         return cached
 
     def _new_parser(self, options: TemplateOptions, events: bool) -> StreamParser:
@@ -663,8 +668,10 @@ class TemplateRenderer(Renderer):
     ) -> list[int]:
         kwargs = self._with_options(self.options, options).kwargs
         messages = [*history, *new_messages]
-        ids = self._ids(messages, tools, kwargs, True)
-        _, end = self._turn_span(messages, len(history) - 1, tools, kwargs, ids, None, strict=False)
+        rendering, owners = self._attributed(messages, tools, kwargs, True)
+        ids = rendering.writer(self.table).ids()
+        t = len(history) - 1
+        _, end = self._turn_span(messages, t, tools, kwargs, ids, owners, strict=False)
         return ids[end:]
 
 
@@ -690,7 +697,6 @@ class _Parsing:
         think = ids(spec.think, "think") if spec.think else (None, None)
         self.think = think[0]
         self.delegate: Renderer | None = None
-        self._delegate_options: Any = None
         self.grammar: TagGrammar | None = None
         syntax = spec.tool_calls
         if syntax in ("deepseek_v3", "deepseek_v3.1", "kimi", "harmony"):
@@ -838,7 +844,7 @@ def _restore(
         return TemplateRenderer(
             source, chat_template=chat_template, spec=spec, sort_tool_keys=sort_tool_keys, **kwargs
         )
-    key = (source, chat_template, spec, sort_tool_keys, options)
+    key = (source, chat_template, spec, sort_tool_keys, repr(options))
     renderer = _RESTORED.get(key)
     if renderer is None:
         renderer = TemplateRenderer(
