@@ -10,21 +10,15 @@ the ids equal ``apply_chat_template(tokenize=True)`` except where message text s
 control token, or joins its neighbour into one; :meth:`TemplateRenderer.differences`
 reports those places.
 
-**Supervised weights** come from the template's structure, as for the specialised
-renderers: a trained assistant turn is the tokens after its generation prompt (the
-template's rendering of the messages before it, with ``add_generation_prompt=True``)
-through the first stop token, before the next message's text (without a stop token:
-through the turn's own text, and as far as the template's rendering of the conversation
-ending with that turn agrees with the whole). The untrained prefix is the generation
-prompt: where the template renders the conversation before the last trained turn
-otherwise (templates that drop the reasoning of earlier turns once a later answer
-exists), or drops the trained turn's own reasoning, text or calls, building the example
-is a ``ValueError`` naming the turn. A token that merges text of the prompt and of the
-turn is trained. An earlier trained turn (``train_on="all_assistant"``) is weighed in its
-history form, after the generation prompt's header.
+**Supervised weights** come from the template's structure
+(:mod:`~renderers.template.weights`): a trained turn is what follows its generation prompt
+through its stop token; the untrained prefix is the generation prompt, or building the
+example is a ``ValueError`` naming the turn, and so is a trained last turn whose
+reasoning, text or calls the template drops.
 
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
-template and the vocabulary unless given, run by the existing parsers.
+template and the vocabulary unless given, run by the existing parsers
+(:mod:`~renderers.template.parsers`).
 """
 
 from __future__ import annotations
@@ -37,20 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from renderers.core.grammars import (
-    BareJsonParser,
-    TaggedParser,
-    TagGrammar,
-    json_call_builder,
-    xml_call_builder,
-)
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.parsing import ParseResult, StreamParser
-from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Options, DeepSeekV31Renderer
 from renderers.example import SupervisedExample
-from renderers.gpt_oss import GptOssRenderer
-from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, deep_sort
+from renderers.kimi_k2 import deep_sort
 from renderers.rendering import Renderer, TrainOn
 from renderers.rollout import ExtensionProperty
 from renderers.template.environment import (
@@ -59,6 +44,7 @@ from renderers.template.environment import (
     template_variables,
 )
 from renderers.template.inputs import template_messages, template_value
+from renderers.template.parsers import SpecParsing
 from renderers.template.placeholders import (
     MarkerClash,
     Marks,
@@ -68,13 +54,13 @@ from renderers.template.placeholders import (
     private_use,
     read_rendering,
 )
-from renderers.template.spec import (
-    PROBE_CALL_ONLY,
-    PROBE_TOOL,
-    PROBE_USER,
-    TAGGED,
-    FormatSpec,
-    infer_spec,
+from renderers.template.spec import PROBE_CALL_ONLY, PROBE_TOOL, PROBE_USER, FormatSpec, infer_spec
+from renderers.template.weights import (
+    Owners,
+    check_written,
+    common_prefix,
+    owners_of,
+    turn_span,
 )
 
 __all__ = ["TemplateOptions", "TemplateRenderer"]
@@ -89,46 +75,6 @@ class TemplateOptions:
     e.g. ``enable_thinking``), as ``(name, value)`` pairs."""
 
     kwargs: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Owners:
-    """For each token of a rendering, the index of the message whose text it holds (the
-    latest, for a token merging text of two; -1: template text only)."""
-
-    message: np.ndarray
-
-    def later(self, t: int, start: int) -> int:
-        """The first token at or after ``start`` holding text of a message after ``t``."""
-        hits = np.flatnonzero(self.message[start:] > t)
-        return start + int(hits[0]) if hits.size else len(self.message)
-
-    def after_header(self, t: int, header: list[int], ids: list[int]) -> int | None:
-        """Where turn ``t``'s tokens start: after the longest leading part of ``header``
-        that occurs between the last token holding an earlier message's text and the first
-        holding ``t``'s (its last occurrence there)."""
-        own = np.flatnonzero(self.message == t)
-        if not own.size:
-            return None
-        first = int(own[0])
-        before = np.flatnonzero((self.message[:first] >= 0) & (self.message[:first] < t))
-        low = int(before[-1]) + 1 if before.size else 0
-        for n in range(len(header), 0, -1):
-            for k in range(first - n, low - 1, -1):
-                if ids[k : k + n] == header[:n]:
-                    return k + n
-        return None
-
-    def last(self, t: int, start: int, end: int) -> int:
-        """The last token in ``[start, end)`` holding text of message ``t`` (-1: none)."""
-        own = np.flatnonzero(self.message[start:end] == t)
-        return start + int(own[-1]) if own.size else -1
-
-    def earlier(self, t: int, start: int) -> int | None:
-        """The first message before ``t`` with text at or after ``start``, if any."""
-        tail = self.message[start:]
-        hits = tail[(tail >= 0) & (tail < t)]
-        return int(hits.min()) if hits.size else None
 
 
 class TemplateRenderer(Renderer):
@@ -196,7 +142,9 @@ class TemplateRenderer(Renderer):
             self.spec = spec
             self.spec_origin = "given"
             self.spec_notes = ()
-        self._parsing = _Parsing(self) if self.spec is not None else None
+        self._parsing = (
+            SpecParsing(self.spec, tokenizer, self.table) if self.spec is not None else None
+        )
         self._openings: dict[str, tuple[bool, str]] = {}
 
     def __repr__(self) -> str:
@@ -310,9 +258,7 @@ class TemplateRenderer(Renderer):
         rendering, owners = self._attributed(msgs, tools, kwargs, False)
         if mode is TrainOn.ALL:
             if msgs and msgs[-1].role == "assistant":
-                self._check_written(
-                    msgs, len(msgs) - 1, tools, kwargs, rendering if owners else None
-                )
+                self._check_written(msgs, len(msgs) - 1, tools, kwargs, rendering, owners)
             ids = rendering.writer(self.table).ids()
             return SupervisedExample(
                 np.asarray(ids, dtype=np.int64),
@@ -333,7 +279,7 @@ class TemplateRenderer(Renderer):
             start, end = self._turn_span(msgs, t, tools, kwargs, ids, owners, strict=t == last)
             weights[start:end] = 1.0
         if last == len(msgs) - 1:
-            self._check_written(msgs, last, tools, kwargs, rendering if owners else None)
+            self._check_written(msgs, last, tools, kwargs, rendering, owners)
         return SupervisedExample(tokens, weights, self.name, self.table)
 
     # -- the template ---------------------------------------------------------------------
@@ -457,7 +403,7 @@ class TemplateRenderer(Renderer):
         tools: Sequence[Mapping[str, Any]] | None,
         kwargs: tuple[tuple[str, Any], ...],
         add_generation_prompt: bool,
-    ) -> tuple[Rendering, _Owners | None]:
+    ) -> tuple[Rendering, Owners | None]:
         """The conversation's rendering and which message each token holds text of; no
         owners when the attribution markers change what the template renders."""
         gen = add_generation_prompt
@@ -470,10 +416,7 @@ class TemplateRenderer(Renderer):
                 return plain, None
         elif attributed.text != self._raw_text(messages, tools, kwargs, gen):
             return self._rendering(messages, tools, kwargs, gen), None
-        writer = attributed.writer(self.table)
-        n = len(messages)
-        _, latest = writer.ids_and_weights([j + 1 for j in range(n)])
-        owners = _Owners(latest.astype(np.int64) - 1)
+        owners = owners_of(attributed, self.table, len(messages))
         return attributed, owners
 
     def _turn_span(
@@ -483,77 +426,17 @@ class TemplateRenderer(Renderer):
         tools: Sequence[Mapping[str, Any]] | None,
         kwargs: tuple[tuple[str, Any], ...],
         ids: list[int],
-        owners: _Owners | None,
+        owners: Owners | None,
         *,
         strict: bool,
     ) -> tuple[int, int]:
-        """The ``[start, end)`` tokens the model samples for assistant turn ``t``.
+        """The tokens the model samples for turn ``t`` (:func:`weights.turn_span`)."""
 
-        The turn starts where its generation prompt ends. Where the template renders the
-        conversation before the turn otherwise (``strict``: an error), a history turn
-        starts after the generation prompt's header (``<|im_start|>assistant\\n``, or its
-        longest leading part found) between the earlier messages and the turn's text, or
-        where prompt and conversation part when no earlier message's text follows."""
-        prompt = self._ids(messages[:t], tools, kwargs, True)
-        start = _common_prefix(prompt, ids)
-        if start < len(prompt):
-            prompt_text = self.table.decode(prompt)
-            full_text = self.table.decode(ids)
-            if not full_text.startswith(prompt_text):
-                earlier = owners.earlier(t, start) if owners is not None else None
-                if strict or owners is None:
-                    raise ValueError(self._prefix_error(t, prompt_text, full_text, earlier, strict))
-                if earlier is not None:
-                    header = self._header(messages[:t], tools, kwargs, prompt)
-                    found = owners.after_header(t, header, ids) if header else None
-                    if found is None:
-                        raise ValueError(
-                            self._prefix_error(t, prompt_text, full_text, earlier, strict)
-                        )
-                    start = found
+        def render(part: list[Message], gen: bool) -> list[int]:
+            return self._ids(part, tools, kwargs, gen)
+
         stops = frozenset(self.stop_token_ids)
-        bound = owners.later(t, start) if owners is not None else len(ids)
-        for k in range(start, bound):
-            if ids[k] in stops:
-                return start, k + 1
-        # No stop token: the turn ends after its own text, and after what the template
-        # writes for a conversation ending with it, as far as that agrees with the whole.
-        alone = self._ids(messages[: t + 1], tools, kwargs, False)
-        end = _common_prefix(alone, ids)
-        if owners is not None:
-            end = max(end, owners.last(t, start, bound) + 1)
-        end = min(end, bound)
-        if end <= start:
-            raise ValueError(f"messages[{t}]: the chat template writes nothing for this turn")
-        return start, end
-
-    def _header(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        prompt: list[int],
-    ) -> list[int]:
-        """What the generation prompt adds to the rendering of ``messages``."""
-        before = self._ids(messages, tools, kwargs, False)
-        return prompt[len(before) :] if prompt[: len(before)] == before else []
-
-    def _prefix_error(
-        self, t: int, prompt: str, full: str, earlier: int | None, strict: bool
-    ) -> str:
-        k = _common_prefix(prompt, full)
-        where = f" (inside messages[{earlier}])" if earlier is not None else ""
-        what = (
-            "the untrained prefix would not be the generation prompt the model saw"
-            if strict
-            else "its sampled tokens cannot be found"
-        )
-        return (
-            f"messages[{t}]: the chat template renders the conversation before this turn "
-            f"differently from its generation prompt at character {k}{where}: prompt "
-            f"{prompt[k : k + 30]!r}, conversation {full[k : k + 30]!r}; {what}. Train on a "
-            "conversation that ends with this turn, or build one example per turn"
-        )
+        return turn_span(render, self.table, stops, messages, t, ids, owners, strict=strict)
 
     def _check_written(
         self,
@@ -561,28 +444,15 @@ class TemplateRenderer(Renderer):
         t: int,
         tools: Sequence[Mapping[str, Any]] | None,
         kwargs: tuple[tuple[str, Any], ...],
-        rendering: Rendering | None,
+        rendering: Rendering,
+        owners: Owners | None,
     ) -> None:
-        """The trained last turn must not lose its reasoning, text or calls."""
-        m = messages[t]
-        if rendering is not None:
-            written = rendering.written(t)
-            for path in _paths(m):
-                if path not in written:
-                    raise ValueError(
-                        f"messages[{t}].{path}: the chat template drops this (or part of it) "
-                        "from the trained turn, so training on it would silently lose it; "
-                        "remove it or use a template (or template option) that keeps it"
-                    )
-            return
-        if m.thinking:  # without attribution: does the reasoning change the rendering?
-            plain = Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
-            with_it = self._raw_text(messages, tools, kwargs, False)
-            if with_it == self._raw_text([*messages[:t], plain], tools, kwargs, False):
-                raise ValueError(
-                    f"messages[{t}].reasoning_content: the chat template drops this from the "
-                    "trained turn, so training on it would silently lose it; remove it"
-                )
+        """The trained last turn keeps its content (:func:`weights.check_written`)."""
+
+        def raw(part: list[Message]) -> str:
+            return self._raw_text(part, tools, kwargs, False)
+
+        check_written(messages, t, rendering if owners is not None else None, raw)
 
     # -- parsing --------------------------------------------------------------------------
 
@@ -675,94 +545,6 @@ class TemplateRenderer(Renderer):
         return ids[end:]
 
 
-class _Parsing:
-    """A spec resolved against the vocabulary: the parser it runs and its stop ids."""
-
-    def __init__(self, r: TemplateRenderer) -> None:
-        spec = r.spec
-        assert spec is not None
-        self.table = r.table
-
-        def ids(names: Sequence[str], what: str) -> tuple[int, ...]:
-            out = []
-            for name in names:
-                token = r.table.control_tokens.get(name)
-                if token is None:
-                    raise ValueError(
-                        f"spec.{what}: {name!r} is not a control token of the tokenizer"
-                    )
-                out.append(token)
-            return tuple(out)
-
-        think = ids(spec.think, "think") if spec.think else (None, None)
-        self.think = think[0]
-        self.delegate: Renderer | None = None
-        self.grammar: TagGrammar | None = None
-        syntax = spec.tool_calls
-        if syntax in ("deepseek_v3", "deepseek_v3.1", "kimi", "harmony"):
-            self.delegate = _delegate(syntax, spec, r.tokenizer)
-            self.stop_ids = self.delegate.stop_token_ids
-            return
-        calls: tuple[int | None, int | None] = (None, None)
-        build = None
-        if syntax in TAGGED:
-            assert spec.call_tags is not None
-            calls = ids(spec.call_tags, "call_tags")  # type: ignore[assignment]
-            builder = json_call_builder if syntax == "json_in_tags" else xml_call_builder
-            build = builder(spec.call_tags[1])
-        stop = ids(spec.stop, "stop")
-        eos = ids(spec.eos, "eos")
-        self.stop_ids = (*stop, *eos)
-        self.grammar = TagGrammar(
-            stop=stop,
-            eos=eos,
-            ends_message=ids(spec.ends_message, "ends_message"),
-            think=think[0],
-            think_end=think[1],
-            call=calls[0],
-            call_end=calls[1],
-            build_call=build,
-            think_padding=spec.think_padding,
-            after_think=spec.after_think,
-            before_call=spec.before_call,
-        )
-        self._bare = syntax == "bare_json"
-
-    def parser(self, events: bool, opens_reasoning: bool, prefix: str) -> StreamParser:
-        if self.delegate is not None:
-            if isinstance(self.delegate, DeepSeekV31Renderer):
-                return self.delegate._new_parser(
-                    DeepSeekV31Options(thinking=opens_reasoning), events
-                )
-            return self.delegate._new_parser(self.delegate.options, events)
-        assert self.grammar is not None
-        cls = BareJsonParser if self._bare else TaggedParser
-        return cls(
-            self.grammar,
-            self.table,
-            events,
-            opens_reasoning=opens_reasoning,
-            reasoning_prefix=prefix,
-        )
-
-
-def _delegate(syntax: str, spec: FormatSpec, tokenizer: Any) -> Renderer:
-    """The specialised renderer whose parser reads this grammar."""
-    cls: Callable[..., Renderer]
-    if syntax == "deepseek_v3":
-        cls = DeepSeekV3Renderer
-    elif syntax == "deepseek_v3.1":
-        cls = DeepSeekV31Renderer
-    elif syntax == "kimi":
-        cls = KimiK2ThinkingRenderer if spec.think else KimiK2Renderer
-    else:
-        cls = GptOssRenderer
-    try:
-        return cls(tokenizer)
-    except KeyError as exc:
-        raise ValueError(f"spec.tool_calls={syntax!r}: {exc.args[0]}") from None
-
-
 def _templates(value: Any) -> dict[str, str]:
     """A tokenizer's chat template(s) by name (one template is ``default``)."""
     if isinstance(value, str):
@@ -800,30 +582,8 @@ def _generation_config_eos(model_id: str | None, spell: Callable[[int], str | No
     return [s for t in ids if isinstance(t, int) and (s := spell(t)) is not None]
 
 
-def _paths(m: Message) -> list[str]:
-    """The fields of an assistant message a template should write."""
-    paths = []
-    if m.thinking and m.thinking.strip():
-        paths.append("reasoning_content")
-    if m.text.strip():
-        paths.append("content")
-    for k, call in enumerate(m.tool_calls):
-        paths.append(f"tool_calls[{k}].function.name")
-        if call.arguments.strip() not in ("", "{}"):
-            paths.append(f"tool_calls[{k}].function.arguments")
-    return paths
-
-
-def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    n = 0
-    limit = min(len(a), len(b))
-    while n < limit and a[n] == b[n]:
-        n += 1
-    return n
-
-
 def _first_difference(a: str, b: str) -> str:
-    k = _common_prefix(a, b)
+    k = common_prefix(a, b)
     return f"at character {k}: raw {a[k : k + 30]!r}, ours {b[k : k + 30]!r}"
 
 
