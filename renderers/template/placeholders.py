@@ -280,8 +280,9 @@ class Marks:
         return len(self.fields) - 1
 
     def text(self, value: str, field: int, *, attribute: bool = False) -> str:
-        """``value`` as the template should see it: protected, and (assistant fields, when
-        this rendering attributes) between attribution markers."""
+        """``value`` as the template should see it: protected, and (message fields, when
+        this rendering attributes) between attribution markers, its leading and trailing
+        whitespace outside them."""
         if self.raw or not value:
             return value
         if self._pattern.search(value):
@@ -315,7 +316,7 @@ class Rendering:
     """The attribution markers in the output: ``(field, 0)`` opens a field's text,
     ``(field, 1)`` closes it."""
     protected: bool
-    """Whether any caller text was protected (only then can the markers change the
+    """Whether any caller text was protected (only then can protection markers change the
     template's logic, see :class:`TemplateDifference`)."""
 
     def writer(self, table: TokenTable) -> TokenWriter:
