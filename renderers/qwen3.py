@@ -31,11 +31,11 @@ Divergences from the template, on purpose:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from renderers.core.grammars import TaggedParser, TagGrammar, json_call_builder
 from renderers.core.messages import (
     Message,
     Part,
@@ -44,14 +44,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    ParseResult,
-    StreamParser,
-    json_object_members,
-)
+from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
@@ -102,6 +95,20 @@ class Qwen3Renderer(Renderer):
         self.tool_call_end = control("</tool_call>")
         self.tool_response = control("<tool_response>")
         self.tool_response_end = control("</tool_response>")
+        self.grammar = TagGrammar(
+            stop=(self.im_end,),
+            eos=(self.end_of_text,),
+            ends_message=(self.im_start,),
+            think=self.think,
+            think_end=self.think_end,
+            call=self.tool_call,
+            call_end=self.tool_call_end,
+            build_call=json_call_builder("</tool_call>"),
+            think_padding="\n",
+            after_think="\n\n",
+            before_call="\n",
+        )
+        """The parsing grammar: text, think blocks and ``<tool_call>`` JSON in any order."""
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -226,7 +233,7 @@ class Qwen3Renderer(Renderer):
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
-        return _Qwen3Parser(self, events)
+        return TaggedParser(self.grammar, self.table, events)
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -280,105 +287,3 @@ def _last_query_index(messages: list[Message]) -> int:
             if not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
                 return i
     return len(messages) - 1
-
-
-_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-def _visible_name(raw: str) -> str | None:
-    match = _NAME.search(raw)
-    if match is None:
-        return None
-    try:
-        name = json.loads('"' + match.group(1) + '"')
-    except ValueError:
-        return None
-    return name if isinstance(name, str) else None
-
-
-def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
-    raw = segments[0]
-    if incomplete:
-        return UnparsedToolCallPart(
-            raw, "cut off before </tool_call>", name=_visible_name(raw), incomplete=True
-        )
-    try:
-        members = json_object_members(raw)
-    except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON: {exc}", name=_visible_name(raw))
-    keys = [k for k, _, _ in members]
-    if sorted(keys) != ["arguments", "name"]:
-        return UnparsedToolCallPart(
-            raw,
-            f'expected {{"name": ..., "arguments": ...}}, got keys {keys}',
-            name=_visible_name(raw),
-        )
-    fields = {k: (v, text) for k, v, text in members}
-    name = fields["name"][0]
-    if not isinstance(name, str):
-        return UnparsedToolCallPart(raw, "the tool-call name is not a string")
-    return ToolCallPart(name, fields["arguments"][1])
-
-
-class _Qwen3Parser(StreamParser):
-    """Qwen3 completions: text, think blocks and tool calls in any order."""
-
-    def __init__(self, r: Qwen3Renderer, events: bool) -> None:
-        super().__init__(
-            r.table,
-            structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
-            stop_ids=(r.im_end,),
-            eos_ids=(r.end_of_text,),
-            events=events,
-        )
-        self._r = r
-        asm = self.asm
-        self._on_text = asm.write  # type: ignore[method-assign]
-        asm.open(TEXT, 0, holdback="\n")
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        r = self._r
-        asm = self.asm
-        kind = asm.kind
-        if token_id == r.think:
-            if kind == THINKING:
-                self._issue(pos, "<think> inside an open think block (ignored)")
-                return
-            if kind == TOOL_CALL:
-                self._issue(pos, "<think> inside a tool call (the call is cut there)")
-                asm.close(pos, incomplete=True, build=_tool_call_from_body)
-            else:
-                asm.close(pos)
-            asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
-        elif token_id == r.think_end:
-            if kind != THINKING:
-                self._issue(pos, "</think> without an open think block (ignored)")
-                return
-            asm.close(pos + 1, strip_suffix="\n")
-            asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback="\n")
-        elif token_id == r.tool_call:
-            if kind == TOOL_CALL:
-                self._issue(pos, "<tool_call> inside a tool call (the call is cut there)")
-                asm.close(pos, incomplete=True, build=_tool_call_from_body)
-            else:
-                if kind == THINKING:
-                    self._issue(pos, "<tool_call> inside an open think block")
-                asm.close(pos, strip_suffix="\n")
-            asm.open(TOOL_CALL, pos)
-        elif token_id == r.tool_call_end:
-            if kind != TOOL_CALL:
-                self._issue(pos, "</tool_call> without an open tool call (ignored)")
-                return
-            asm.close(pos + 1, build=_tool_call_from_body)
-            asm.open(TEXT, pos + 1, holdback="\n")
-        else:  # <|im_start|>: the model began another turn
-            self._issue(pos, "<|im_start|> before <|im_end|>: the message ends here")
-            self._end_message(pos)
-
-    def _on_end(self, pos: int, stopped: bool) -> None:
-        asm = self.asm
-        if stopped and asm.kind == THINKING:
-            self._issue(pos, "the message ended inside an open think block")
-        elif stopped and asm.kind == TOOL_CALL:
-            self._issue(pos, "the message ended inside a tool call (no </tool_call>)")
-        asm.close(pos, incomplete=not stopped, build=_tool_call_from_body)

@@ -2,6 +2,8 @@
 
 Adding a model family is one line here (its module in :data:`FAMILIES`): the names and
 model ids come from the renderer classes the module defines (``name``, ``model_ids``).
+Any other model id (or local directory) with a chat template gets the template renderer
+(:mod:`renderers.template`).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import functools
 import importlib
 from typing import Any
 
-from renderers.core.loading import load_tokenizer
+from renderers.core.loading import TokenizerUnavailableError, load_tokenizer
 from renderers.rendering import Renderer
+from renderers.template import TemplateRenderer
 
 __all__ = [
     "FAMILIES",
@@ -76,17 +79,38 @@ def renderer_class(name_or_model_id: str) -> type[Renderer]:
     )
 
 
-def get_renderer(name_or_model_id: str, tokenizer: Any = None, **options: Any) -> Renderer:
+def get_renderer(
+    name_or_model_id: str, tokenizer: Any = None, *, generic: bool = False, **options: Any
+) -> Renderer:
     """The renderer for a name (``"qwen3"``) or model id (``"Qwen/Qwen3-8B"``).
 
     Loads the model's tokenizer when ``tokenizer`` is not given (a model id loads that
     model's tokenizer; a name loads the renderer's default model). ``options`` are the
     format's options (for example ``enable_thinking=False``); they become the defaults of
     every call and can be overridden per call.
+
+    A model id (or local directory) without a specialised renderer gets a
+    :class:`~renderers.template.TemplateRenderer` built from the model's own chat template
+    (``renderer.name == "template"``); ``generic=True`` uses it for a supported model too.
     """
-    cls = renderer_class(name_or_model_id)
-    if tokenizer is None:
-        lowered = name_or_model_id.strip().lower()
+    key = name_or_model_id.strip()
+    try:
+        cls: type[Renderer] | None = renderer_class(key)
+    except ValueError:
+        cls = None
+    model_id = key
+    if cls is not None:
+        lowered = key.lower()
         model_id = next((m for m in cls.model_ids if m.lower() == lowered), cls.default_model)
-        tokenizer = load_tokenizer(model_id)
-    return cls(tokenizer, **options)
+        if not generic:
+            return cls(tokenizer if tokenizer is not None else load_tokenizer(model_id), **options)
+    if tokenizer is None:
+        try:
+            tokenizer = load_tokenizer(model_id)
+        except TokenizerUnavailableError as exc:
+            if cls is not None:
+                raise
+            raise TokenizerUnavailableError(
+                f"{key!r} is not a renderer name (known: {describe_renderers()}) and {exc}"
+            ) from None
+    return TemplateRenderer(tokenizer, model_id=model_id, **options)

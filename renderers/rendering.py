@@ -40,6 +40,7 @@ __all__ = [
     "checked_arguments",
     "plain_text",
     "section_closing",
+    "selected_messages",
 ]
 
 
@@ -164,7 +165,7 @@ class Renderer:
         """
         msgs = coerce_messages(messages)
         writer = self._write(msgs, tools, options, add_generation_prompt=False)
-        selected = _selected_messages(msgs, train_on, self.roles)
+        selected = selected_messages(msgs, train_on, self.roles)
         everything = selected is None
         chosen = selected if selected is not None else [True] * len(msgs)
         message_weights = [
@@ -422,7 +423,7 @@ def checked_arguments(part: ToolCallPart, message_index: int) -> str:
     return part.arguments
 
 
-def _selected_messages(
+def selected_messages(
     messages: list[Message], train_on: TrainOn | str | Collection[str], roles: Sequence[str]
 ) -> list[bool] | None:
     """Which messages ``train_on`` trains (``None``: every token, :attr:`TrainOn.ALL`)."""

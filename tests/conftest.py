@@ -59,8 +59,11 @@ FIXED_DATE = datetime.datetime(2025, 6, 28, 12, 0, 0)
 
 @pytest.fixture
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Templates that write today's date (gpt-oss's ``strftime_now``) see 2025-06-28."""
+    """Templates that write today's date (gpt-oss's ``strftime_now``) see 2025-06-28, in
+    transformers and in the template renderer's sandbox."""
     import transformers.utils.chat_template_utils as chat_template_utils
+
+    import renderers.template.environment as template_environment
 
     class FixedDateTime(datetime.datetime):
         @classmethod
@@ -68,3 +71,4 @@ def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
             return cls(2025, 6, 28, 12, 0, 0)
 
     monkeypatch.setattr(chat_template_utils, "datetime", FixedDateTime)
+    monkeypatch.setattr(template_environment, "datetime", FixedDateTime)

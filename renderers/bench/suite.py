@@ -244,7 +244,7 @@ _NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1")
 
 def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
     """Rendering with default options (plus a fixed date), compared with the template."""
-    options = {"date": config.today} if renderer.name == "gpt_oss" else {}
+    options: dict[str, Any] = {"date": config.today} if renderer.name == "gpt_oss" else {}
     renderer = get_renderer(renderer.name, renderer.tokenizer, **options)
     messages = ten_turn_conversation(reasoning=renderer.name not in _NO_REASONING)
     prompt_messages = messages[:-1]
@@ -289,6 +289,63 @@ def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
                 )
             )
     rows += peers.render_rows(renderer, messages, config.repeats)
+    rows += _template_rows(renderer, messages, config)
+    return rows
+
+
+def _template_rows(renderer: Renderer, messages: list[dict[str, Any]], config: Config) -> list[Row]:
+    """The template renderer (the model's own chat template through placeholders) on the
+    same conversation, timed in turn with the specialised renderer: the cost of the
+    template path. Where the template breaks the untrained-prefix invariant on the last
+    turn (gpt-oss drops earlier analysis), the example is built with ``train_on="all"``."""
+    generic = get_renderer(
+        renderer.name,
+        renderer.tokenizer,
+        generic=True,
+        sort_tool_keys=renderer.name.startswith("kimi"),
+    )
+    rows = []
+    for label, gen in (("build_generation_prompt", True), ("build_supervised_example", False)):
+        target = messages[:-1] if gen else messages
+        extra: dict[str, Any] = {}
+        train_on = "last_assistant"
+        if not gen:
+            try:
+                generic.build_supervised_example(target, tools=TOOLS)
+            except ValueError as exc:
+                train_on = "all"
+                extra["train_on"] = f"all (last_assistant refused: {str(exc)[:60]}...)"
+
+        def run(
+            r: Renderer,
+            target: list[dict[str, Any]] = target,
+            gen: bool = gen,
+            train_on: str = train_on,
+        ) -> list[int]:
+            if gen:
+                return r.build_generation_prompt(target, tools=TOOLS)
+            ids: list[int] = r.build_supervised_example(
+                target, tools=TOOLS, train_on=train_on
+            ).tokens.tolist()
+            return ids
+
+        ours = run(generic)
+        extra["identical_tokens"] = ours == run(renderer)
+        t_generic, t_specialised = paired_median_seconds(
+            [functools.partial(run, generic), functools.partial(run, renderer)],
+            repeats=config.repeats,
+        )
+        rows.append(
+            Row(
+                renderer.name,
+                f"template renderer: {label} (10 turns, tools)",
+                len(ours),
+                t_generic,
+                f"{renderer.name} renderer",
+                t_specialised,
+                extra,
+            )
+        )
     return rows
 
 

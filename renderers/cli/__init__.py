@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from renderers.cli import bench, demo, models, parse, prepare, render, show, think
+from renderers.cli import bench, demo, inspect, models, parse, prepare, render, show, think
 from renderers.cli.common import UsageError
 
 __all__ = ["main"]
 
-_COMMANDS = (demo, render, parse, show, think, prepare, models, bench)
+_COMMANDS = (demo, render, parse, show, think, prepare, models, inspect, bench)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:

@@ -95,7 +95,8 @@ def add_model_argument(
         "--model",
         required=required,
         default=default,
-        help="renderer name or model id (see `renderers models`)"
+        help="renderer name, model id or local model directory (see `renderers models`; a "
+        "model without a specialised renderer uses its chat template)"
         + (f" (default: {default})" if default else ""),
     )
     parser.add_argument(
@@ -104,6 +105,12 @@ def add_model_argument(
         help="where the tokenizer comes from, instead of the model's hub repository: a hub "
         "id, a local directory, or MODULE:CLASS naming a tokenizer class built without "
         "arguments (e.g. tml_renderers.tokenizers:Qwen35Tokenizer)",
+    )
+    parser.add_argument(
+        "--generic",
+        action="store_true",
+        help="use the template renderer (the model's own chat template) even for a model "
+        "with a specialised renderer",
     )
 
 

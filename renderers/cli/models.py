@@ -4,6 +4,7 @@ subcommand builds the renderer a user asked for."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -12,8 +13,9 @@ from renderers.core.loading import load_tokenizer
 from renderers.core.options import describe_options
 from renderers.registry import get_renderer, renderer_class, renderer_classes
 from renderers.rendering import Renderer
+from renderers.template import TemplateRenderer
 
-__all__ = ["add_parser", "options_help", "renderer_from_args"]
+__all__ = ["add_parser", "describe_choice", "options_help", "renderer_from_args"]
 
 
 def add_parser(sub: Any) -> None:
@@ -51,10 +53,31 @@ def renderer_from_args(
     args: argparse.Namespace, defaults: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Renderer:
     """The renderer for ``--model`` with ``--option`` values typed by its options class,
-    on top of per-renderer ``defaults`` (what a subcommand prefers for a model)."""
-    cls = renderer_class(args.model)
-    options = dict((defaults or {}).get(cls.name, {}))
-    options.update(cls.options_from_text(option_pairs(getattr(args, "option", []))))
+    on top of per-renderer ``defaults`` (what a subcommand prefers for a model), with the
+    tokenizer ``--tokenizer`` names. Which renderer was chosen is said on stderr."""
+    generic = bool(getattr(args, "generic", False))
+    pairs = option_pairs(getattr(args, "option", []))
     source = getattr(args, "tokenizer", None)
     tokenizer = load_tokenizer(source) if source else None
-    return get_renderer(args.model, tokenizer, **options)
+    try:
+        cls: type[Renderer] | None = renderer_class(args.model)
+    except ValueError:
+        cls = None
+    if cls is None or generic:
+        renderer = get_renderer(
+            args.model, tokenizer, generic=True, **TemplateRenderer.options_from_text(pairs)
+        )
+    else:
+        options = dict((defaults or {}).get(cls.name, {}))
+        options.update(cls.options_from_text(pairs))
+        renderer = get_renderer(args.model, tokenizer, **options)
+    print(f"renderers {args.command}: {describe_choice(renderer, generic)}", file=sys.stderr)
+    return renderer
+
+
+def describe_choice(renderer: Renderer, generic: bool = False) -> str:
+    """Which renderer serves a model, and why, in a line."""
+    if isinstance(renderer, TemplateRenderer):
+        why = "--generic" if generic else "no specialised renderer"
+        return f"renderer template ({renderer.model_id or 'the'} chat template; {why})"
+    return f"renderer {renderer.name} (specialised)"

@@ -1,0 +1,380 @@
+"""Tool-call grammars that several formats share, run by the parsing engine.
+
+- **Calls in paired tags** (:class:`TaggedParser`): text, think blocks and tool calls
+  between paired control tokens, in any order. The body of a call is JSON
+  ``{"name": ..., "arguments": ...}`` as Qwen3 and Hermes write it
+  (:func:`json_call_builder`), or function/parameter XML as Qwen3-Coder writes it
+  (:func:`xml_call_builder`)::
+
+      <tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>
+
+- **Bare JSON calls** (:class:`BareJsonParser`): a message that is nothing but a JSON object
+  ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
+  call, as Llama 3.1 writes them; any other message is text.
+
+A :class:`TagGrammar` holds the token ids and the separators a template writes around
+parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
+removes so a parsed message renders back to the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
+from renderers.core.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    StreamParser,
+    ToolCallBuilder,
+    json_object_members,
+)
+from renderers.core.tokens import TokenTable
+
+__all__ = [
+    "BareJsonParser",
+    "TagGrammar",
+    "TaggedParser",
+    "bare_json_calls",
+    "json_call_builder",
+    "xml_call_builder",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TagGrammar:
+    """The tokens and separators of a format whose completions hold text, think blocks and
+    tool calls between paired control tokens (``None``: the format has no such part).
+
+    ``ends_message`` are tokens that begin another turn: sampled before a stop token, they
+    end the message as malformed. ``build_call`` turns a call's raw body into a part.
+    """
+
+    stop: tuple[int, ...]
+    eos: tuple[int, ...] = ()
+    ends_message: tuple[int, ...] = ()
+    think: int | None = None
+    think_end: int | None = None
+    call: int | None = None
+    call_end: int | None = None
+    build_call: ToolCallBuilder | None = None
+    think_padding: str = ""
+    """Written inside a think block on both sides (Qwen3: ``"\\n"``)."""
+    after_think: str = ""
+    """Written between a think block and the text after it (Qwen3: ``"\\n\\n"``)."""
+    before_call: str = ""
+    """Written before a call's opening tag after text or another call (Qwen3: ``"\\n"``)."""
+
+    def structural(self) -> tuple[int, ...]:
+        """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
+        ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
+        return tuple(t for t in ids if t is not None)
+
+
+class TaggedParser(StreamParser):
+    """Completions of a :class:`TagGrammar`: text, think blocks and tool calls in any order.
+
+    ``opens_reasoning``: the generation prompt ended with the think marker, so the
+    completion starts inside the reasoning; ``reasoning_prefix`` is the padding the prompt
+    did not write yet (removed from the start of the reasoning).
+    """
+
+    def __init__(
+        self,
+        grammar: TagGrammar,
+        table: TokenTable,
+        events: bool,
+        *,
+        opens_reasoning: bool = False,
+        reasoning_prefix: str = "",
+    ) -> None:
+        super().__init__(
+            table,
+            structural=grammar.structural(),
+            stop_ids=grammar.stop,
+            eos_ids=grammar.eos,
+            events=events,
+        )
+        self._g = grammar
+        self._name = table.control_text
+        asm = self.asm
+        self._on_text = asm.write  # type: ignore[method-assign]
+        if opens_reasoning:
+            asm.open(
+                THINKING,
+                0,
+                strip_prefix=reasoning_prefix,
+                holdback=grammar.think_padding,
+                explicit=True,
+            )
+        else:
+            asm.open(TEXT, 0, holdback=grammar.before_call)
+
+    def _build(self, segments: list[str], incomplete: bool) -> Part:
+        build = self._g.build_call
+        assert build is not None, "a tool-call region needs the grammar's call builder"
+        return build(segments, incomplete)
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        g = self._g
+        asm = self.asm
+        kind = asm.kind
+        name = self._name(token_id)
+        if token_id == g.think:
+            if kind == THINKING:
+                self._issue(pos, f"{name} inside an open think block (ignored)")
+                return
+            if kind == TOOL_CALL:
+                self._issue(pos, f"{name} inside a tool call (the call is cut there)")
+                asm.close(pos, incomplete=True, build=self._build)
+            else:
+                asm.close(pos)
+            asm.open(
+                THINKING,
+                pos,
+                strip_prefix=g.think_padding,
+                holdback=g.think_padding,
+                explicit=True,
+            )
+        elif token_id == g.think_end:
+            if kind != THINKING:
+                self._issue(pos, f"{name} without an open think block (ignored)")
+                return
+            asm.close(pos + 1, strip_suffix=g.think_padding)
+            asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
+        elif token_id == g.call:
+            if kind == TOOL_CALL:
+                self._issue(pos, f"{name} inside a tool call (the call is cut there)")
+                asm.close(pos, incomplete=True, build=self._build)
+            else:
+                if kind == THINKING:
+                    self._issue(pos, f"{name} inside an open think block")
+                asm.close(pos, strip_suffix=g.before_call)
+            asm.open(TOOL_CALL, pos)
+        elif token_id == g.call_end:
+            if kind != TOOL_CALL:
+                self._issue(pos, f"{name} without an open tool call (ignored)")
+                return
+            asm.close(pos + 1, build=self._build)
+            asm.open(TEXT, pos + 1, holdback=g.before_call)
+        else:  # a token that begins another turn
+            stop = self._name(g.stop[0]) if g.stop else "a stop token"
+            self._issue(pos, f"{name} before {stop}: the message ends here")
+            self._end_message(pos)
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        asm = self.asm
+        if stopped and asm.kind == THINKING:
+            self._issue(pos, "the message ended inside an open think block")
+        elif stopped and asm.kind == TOOL_CALL:
+            close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
+            self._issue(pos, f"the message ended inside a tool call (no {close})")
+        asm.close(pos, incomplete=not stopped, build=self._build)
+
+
+# -- JSON in tags ----------------------------------------------------------------------------
+
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _visible_name(raw: str) -> str | None:
+    match = _NAME.search(raw)
+    if match is None:
+        return None
+    try:
+        name = json.loads('"' + match.group(1) + '"')
+    except ValueError:
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
+    """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
+    are the raw JSON text of ARGS as sampled."""
+    try:
+        members = json_object_members(raw)
+    except ValueError as exc:
+        return UnparsedToolCallPart(raw, f"invalid JSON: {exc}", name=_visible_name(raw))
+    names = [k for k, _, _ in members]
+    fields = {k: (v, text) for k, v, text in members}
+    key = next((k for k in keys if k in fields), keys[0])
+    if sorted(names) != sorted(["name", key]):
+        expected = " or ".join(f'{{"name": ..., "{k}": ...}}' for k in keys)
+        return UnparsedToolCallPart(
+            raw, f"expected {expected}, got keys {names}", name=_visible_name(raw)
+        )
+    name = fields["name"][0]
+    if not isinstance(name, str):
+        return UnparsedToolCallPart(raw, "the tool-call name is not a string")
+    return ToolCallPart(name, fields[key][1])
+
+
+def json_call_builder(close: str) -> ToolCallBuilder:
+    """Builds a call from ``{"name": ..., "arguments": ...}`` between tags (``close`` is the
+    closing tag's spelling, named when a call is cut off)."""
+
+    def build(segments: list[str], incomplete: bool) -> Part:
+        raw = segments[0]
+        if incomplete:
+            return UnparsedToolCallPart(
+                raw, f"cut off before {close}", name=_visible_name(raw), incomplete=True
+            )
+        return _json_call(raw, ("arguments",))
+
+    return build
+
+
+# -- XML function/parameter in tags (Qwen3-Coder) ---------------------------------------------
+
+_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>\n?(.*?)</function>\s*\Z", re.S)
+_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>\s*", re.S)
+_OPEN_FUNCTION = re.compile(r"<function=([^>\n]+)>")
+
+
+def _parameter_value(text: str) -> str:
+    """A parameter's JSON text: a JSON number, boolean, null, object or array as written;
+    any other text is a string (the format writes strings raw)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False) if isinstance(value, str) else text
+
+
+def xml_call_builder(close: str) -> ToolCallBuilder:
+    """Builds a call from Qwen3-Coder's XML (``<function=NAME>`` with ``<parameter=KEY>``
+    children). Arguments become a JSON object with default separators; values that parse
+    as JSON numbers, booleans, null, objects or arrays keep their text, others are strings
+    (the format does not say which a value was: ``"42"`` reads back as the number 42)."""
+
+    def build(segments: list[str], incomplete: bool) -> Part:
+        raw = segments[0]
+        opened = _OPEN_FUNCTION.search(raw)
+        name = opened.group(1) if opened else None
+        if incomplete:
+            return UnparsedToolCallPart(raw, f"cut off before {close}", name=name, incomplete=True)
+        function = _FUNCTION.match(raw)
+        if function is None:
+            return UnparsedToolCallPart(raw, "expected <function=NAME>...</function>", name=name)
+        body = function.group(2)
+        members: list[str] = []
+        at = len(body) - len(body.lstrip())
+        for parameter in _PARAMETER.finditer(body, at):
+            if parameter.start() != at:
+                break
+            key = json.dumps(parameter.group(1), ensure_ascii=False)
+            members.append(f"{key}: {_parameter_value(parameter.group(2))}")
+            at = parameter.end()
+        if body[at:].strip():
+            return UnparsedToolCallPart(
+                raw, f"unexpected text in the function body: {body[at : at + 40]!r}", name=name
+            )
+        return ToolCallPart(function.group(1), "{" + ", ".join(members) + "}")
+
+    return build
+
+
+# -- bare JSON ---------------------------------------------------------------------------------
+
+
+def bare_json_calls(text: str) -> list[Part] | None:
+    """The tool calls ``text`` is, when it is nothing but a JSON call object
+    ``{"name": ..., "arguments"|"parameters": {...}}`` or a JSON list of them; else ``None``."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    if stripped[0] == "{":
+        call = _json_call(stripped, ("arguments", "parameters"))
+        return [call] if type(call) is ToolCallPart else None
+    try:
+        items = json.loads(stripped)
+    except ValueError:
+        return None
+    if not isinstance(items, list) or not items:
+        return None
+    calls: list[Part] = []
+    decoder = json.JSONDecoder()
+    at = 1
+    for _ in items:  # re-read each element's text so arguments stay as written
+        while stripped[at] in " \t\r\n,":
+            at += 1
+        _, end = decoder.raw_decode(stripped, at)
+        call = _json_call(stripped[at:end], ("arguments", "parameters"))
+        if type(call) is not ToolCallPart:
+            return None
+        calls.append(call)
+        at = end
+    return calls
+
+
+class BareJsonParser(TaggedParser):
+    """Completions whose text may be a bare JSON tool call (see :func:`bare_json_calls`).
+
+    A text region whose first non-whitespace character is ``{`` or ``[`` is held back until
+    it ends: then it is the calls it spells or, if it spells none (or was cut off), text.
+    Other text streams as it comes. Think blocks work as in :class:`TaggedParser`.
+    """
+
+    def __init__(
+        self,
+        grammar: TagGrammar,
+        table: TokenTable,
+        events: bool,
+        *,
+        opens_reasoning: bool = False,
+        reasoning_prefix: str = "",
+    ) -> None:
+        super().__init__(
+            grammar,
+            table,
+            events,
+            opens_reasoning=opens_reasoning,
+            reasoning_prefix=reasoning_prefix,
+        )
+        self._write = self.asm.write
+        self._on_text = self._text  # type: ignore[method-assign]
+        self._held = ""  # the open text region's text while it may be a JSON call
+        self._json: bool | None = None  # undecided until a non-whitespace character
+        self._region_start = 0
+
+    def _text(self, text: str) -> None:
+        if self.asm.kind != TEXT or self._json is False:
+            self._write(text)
+            return
+        self._held += text
+        if self._json is None:
+            body = self._held.lstrip()
+            if body:
+                self._json = body[0] in "{["
+                if not self._json:
+                    self._write(self._held)
+                    self._held = ""
+
+    def _settle(self, pos: int, stopped: bool) -> None:
+        """The open text region ends at ``pos``: its held text is the calls it spells, or
+        text."""
+        held, self._held, json_like, self._json = self._held, "", self._json, None
+        calls = bare_json_calls(held) if json_like and stopped else None
+        if calls is None:
+            self._write(held)
+            return
+        asm = self.asm
+        asm.close(pos)
+        for call in calls:
+            asm.add(call, self._region_start, pos)
+        asm.open(TEXT, pos)
+
+    def _on_token(self, token_id: int, pos: int) -> None:
+        if self.asm.kind == TEXT:
+            self._settle(pos, True)
+        super()._on_token(token_id, pos)
+        if self.asm.kind == TEXT:
+            self._region_start = pos + 1
+
+    def _on_end(self, pos: int, stopped: bool) -> None:
+        if self.asm.kind == TEXT:
+            self._settle(pos, stopped)
+        super()._on_end(pos, stopped)
