@@ -97,6 +97,12 @@ def functions_namespace(tools: Iterable[Mapping[str, Any] | ToolDescription]) ->
         if isinstance(tool, ToolDescription):
             out.append(tool)
             continue
+        kind = tool.get("type")
+        if kind not in (None, "function") and "function" not in tool:
+            raise ValueError(
+                f"tools[{i}].type: {kind!r} is not a function tool (Harmony declares function "
+                "tools only; built-in browser/python tools are options of the system message)"
+            )
         try:
             out.append(ToolDescription.from_openai(tool))
         except ValueError as exc:

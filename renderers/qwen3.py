@@ -207,6 +207,8 @@ class Qwen3Renderer(Renderer):
                 text = part.text.lstrip("\n") if previous == THINKING else part.text
                 if text:
                     w.text(text, i, True)
+                if part.text:
+                    # The template tests the unstripped content before a call's separator.
                     previous = TEXT
             else:
                 if previous in (TEXT, TOOL_CALL):

@@ -333,6 +333,7 @@ CORPUS: list[Conversation] = [
         TOOLS,
         "tools",
         "tool_call",
+        "text_and_calls",
     ),
     _c(
         "tool_call_with_reasoning",
@@ -349,6 +350,24 @@ CORPUS: list[Conversation] = [
         "tools",
         "tool_call",
         "reasoning",
+    ),
+    _c(
+        "tool_call_after_blank_text_with_reasoning",
+        [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": "\n",
+                "reasoning_content": "Only a newline before the call.",
+                "tool_calls": [call("get_weather", {"city": "Paris"}, "c1")],
+            },
+            result("c1", "18C", "get_weather"),
+        ],
+        TOOLS,
+        "tools",
+        "tool_call",
+        "reasoning",
+        "text_and_calls",
     ),
     _c(
         "tool_call_parallel",

@@ -307,7 +307,7 @@ def without_reasoning(conv: Conversation) -> Conversation:
 
 
 # The V3 template drops the calls of a message that also has text (tested separately).
-V3_CORPUS = [without_reasoning(c) for c in ALL if c.id != "tool_call_with_text"]
+V3_CORPUS = [without_reasoning(c) for c in ALL if "text_and_calls" not in c.tags]
 V31_CORPUS = ALL
 
 

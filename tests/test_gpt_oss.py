@@ -215,8 +215,13 @@ OPTION_CASES: list[tuple[Conversation, dict[str, Any]]] = [
 # several tool calls, string arguments JSON-quoted again, a later system message dropped,
 # an empty reasoning string rendered as an empty analysis message.
 NOT_PARITY = {"parallel", "string_args", "system_late"}
+# The template refuses a tool-call message with both text and reasoning ("Cannot pass both
+# content and thinking"); the renderer writes both.
+REFUSED = {"text_and_calls", "reasoning"}
 PARITY = [
-    c for c in [*CORPUS, *EXTRA] if not (c.tags & NOT_PARITY) and c.id != "reasoning_empty_string"
+    c
+    for c in [*CORPUS, *EXTRA]
+    if not (c.tags & NOT_PARITY) and not REFUSED <= c.tags and c.id != "reasoning_empty_string"
 ]
 PARITY_CASES = [(c, {}) for c in PARITY] + OPTION_CASES
 

@@ -66,10 +66,12 @@ def _tojson(value: str) -> str:
 def qwen_template_text(text: str) -> str:
     """The oracle's text as the templates write it: a blank line (not a newline) between
     a message's text and its first call, nested argument values as ``tojson`` (default
-    separators; the oracle writes them compact), and nothing after the tool block for an
+    separators; the oracle writes them compact), nothing after the tool block for an
     empty system message (the templates' ``{%- if content %}``; the oracle writes the
-    blank line before it)."""
+    blank line before it), and no newline before the first call of a message whose text
+    is only whitespace (the templates trim it to nothing; the oracle writes the newline)."""
     text = text.replace("</IMPORTANT>\n\n<|im_end|>", "</IMPORTANT><|im_end|>")
+    text = text.replace("</think>\n\n\n<tool_call>", "</think>\n\n<tool_call>")
     text = re.sub(r"(?<!<\|im_start\|>assistant)(?<=[^>\n])\n<tool_call>", "\n\n<tool_call>", text)
     return re.sub(
         r"(<parameter=[^>\n]*>\n)(.*?)(\n</parameter>)",

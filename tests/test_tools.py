@@ -110,11 +110,24 @@ def test_tool_errors_name_the_tool_and_field() -> None:
     with pytest.raises(ValueError, match=r"^tools\[1\]\.name: expected a non-empty string"):
         normalize_tools([OPENAI, {"description": "no name"}])
     with pytest.raises(ValueError, match=r"^tools\[0\]\.type: 'web_search' is not a function"):
-        normalize_tools([{"type": "web_search", "name": "search"}])
+        get_renderer("openai/gpt-oss-20b").build_generation_prompt(
+            CONVERSATION[:1], [{"type": "web_search", "name": "search"}]
+        )
     with pytest.raises(ValueError, match=r"^tools: not valid JSON"):
         normalize_tools("[{")
     with pytest.raises(ValueError, match=r"^tools\[0\]\.function: expected a dict"):
         normalize_tools([{"type": "function", "function": "f"}])
+
+
+def test_built_in_tools_are_kept_as_given_for_the_template_to_render() -> None:
+    built_in = {"type": "retrieval"}
+    assert normalize_tools([OPENAI, built_in]) == [OPENAI, built_in]
+    qwen3 = get_renderer("Qwen/Qwen3-8B")
+    tokenizer = tokenizer_for("Qwen/Qwen3-8B")
+    expected = hf_template_ids(
+        tokenizer, CONVERSATION[:1], [OPENAI, built_in], add_generation_prompt=True
+    )
+    assert qwen3.build_generation_prompt(CONVERSATION[:1], [OPENAI, built_in]) == expected
 
 
 def test_without_nulls_drops_null_keys_and_keeps_unchanged_objects() -> None:

@@ -54,7 +54,7 @@ def renderer_from_args(
 ) -> Renderer:
     """The renderer for ``--model`` with ``--option`` values typed by its options class,
     on top of per-renderer ``defaults`` (what a subcommand prefers for a model), with the
-    tokenizer ``--tokenizer`` names. Which renderer was chosen is said on stderr."""
+    tokenizer ``--tokenizer`` names. A template renderer (the fallback) is announced on stderr."""
     generic = bool(getattr(args, "generic", False))
     pairs = option_pairs(getattr(args, "option", []))
     source = getattr(args, "tokenizer", None)
@@ -71,7 +71,10 @@ def renderer_from_args(
         options = dict((defaults or {}).get(cls.name, {}))
         options.update(cls.options_from_text(pairs))
         renderer = get_renderer(args.model, tokenizer, **options)
-    print(f"renderers {args.command}: {describe_choice(renderer, generic)}", file=sys.stderr)
+    if isinstance(renderer, TemplateRenderer):
+        # Only the fallback is news: a specialised renderer is what the user asked for, and a
+        # Unix tool is quiet when things go as expected.
+        print(f"renderers {args.command}: {describe_choice(renderer, generic)}", file=sys.stderr)
     return renderer
 
 

@@ -14,6 +14,10 @@ The last four become the chat shape with the function's own keys in their given 
 (Anthropic's and MCP's API metadata such as ``cache_control``, ``title``,
 ``annotations`` and ``outputSchema`` is not part of a function declaration and is left out).
 
+A tool whose ``type`` is not ``"function"`` (a built-in such as ``{"type": "retrieval"}``)
+is kept as given: JSON-declaring templates dump it like any tool, Kimi-K2.5's TypeScript
+declaration skips it, and formats that can only declare functions reject it by name.
+
 A tool may also be JSON text, and so may the whole list (datasets often store tools as a
 string column). Tools are otherwise rendered exactly as given, an explicit ``null`` too.
 
@@ -85,9 +89,13 @@ def _normalized(tool: Any, i: int) -> dict[str, Any]:
             raise ValueError(f"{where}.function: expected a dict, got {type(function).__name__}")
         _check_name(function.get("name"), f"{where}.function.name")
         return tool if type(tool) is dict else dict(tool)
+    kind = tool.get("type")
+    if kind not in (None, "function"):
+        # A built-in tool (``{"type": "retrieval"}``, Responses' ``web_search``): no function
+        # to declare. Kept as given; each format renders or skips it as its template does.
+        return tool if type(tool) is dict else dict(tool)
     name = tool.get("name")
     _check_name(name, f"{where}.name")
-    kind = tool.get("type")
     if "input_schema" in tool or "inputSchema" in tool:  # Anthropic, MCP
         schema_key = "input_schema" if "input_schema" in tool else "inputSchema"
         declared: dict[str, Any] = {"name": name}
@@ -95,11 +103,6 @@ def _normalized(tool: Any, i: int) -> dict[str, Any]:
             declared["description"] = tool["description"]
         declared["parameters"] = tool[schema_key]
         return {"type": "function", "function": declared}
-    if kind not in (None, "function"):
-        raise ValueError(
-            f"{where}.type: {kind!r} is not a function tool (only function tools can be "
-            "declared to a chat template)"
-        )
     # Flat and Responses: the function object itself, less the Responses "type".
     declared = {k: v for k, v in tool.items() if k != "type"}
     return {"type": "function", "function": declared}
