@@ -221,7 +221,7 @@ REFUSED = {"text_and_calls", "reasoning"}
 PARITY = [
     c
     for c in [*CORPUS, *EXTRA]
-    if not (c.tags & NOT_PARITY) and not REFUSED <= c.tags and c.id != "reasoning_empty_string"
+    if not (c.tags & NOT_PARITY) and not c.tags >= REFUSED and c.id != "reasoning_empty_string"
 ]
 PARITY_CASES = [(c, {}) for c in PARITY] + OPTION_CASES
 
