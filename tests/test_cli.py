@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,18 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
     assert "tool call: get_weather" in out
     assert "termination: stop" in out
     assert "\x1b[" not in out  # not a terminal: no colour
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"],
+)
+def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
+    """Each model's demo with its default options: a prompt, a parsed completion, and
+    nothing on stderr (no advice from libraries underneath)."""
+    proc = run("demo", "--model", model)
+    assert "Prompt for " in proc.stdout and "termination: stop" in proc.stdout
+    assert proc.stderr == ""
 
 
 @pytest.mark.parametrize(
@@ -257,3 +270,43 @@ def test_think_streams_content_before_input_ends() -> None:
     assert proc.returncode == 0
     assert received.decode() == "Visible text. More. And done.\n"
     assert err.decode() == "[thinking 1]\n  hidden reasoning\n"
+
+
+def test_ctrl_c_in_think_exits_130_without_a_traceback() -> None:
+    """Interrupting a filter that waits for input is how a user stops it: exit 130, as
+    shells expect, with nothing but a newline on stderr."""
+    proc = subprocess.Popen(
+        [*CLI, "think", "--no-color"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"Some text. ")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 60.0)  # it is reading stdin now
+    assert ready and os.read(proc.stdout.fileno(), 4096) == b"Some text."
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.decode() == "\n"
+
+
+def test_a_tokenizer_missing_from_the_cache_is_one_line_naming_model_and_cache(
+    tmp_path: Path,
+) -> None:
+    conversation = tmp_path / "conversation.json"
+    conversation.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "empty-cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [*CLI, "render", "--model", "qwen3", str(conversation)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("renderers render: error: cannot load the tokenizer of 'Qwen/Qwen3-8B'")
+    assert str(tmp_path / "empty-cache") in line and "HF_HUB_OFFLINE=1" in line

@@ -37,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``renderers`` console script."""
     # transformers prints advice about PyTorch on import; this tool never needs PyTorch.
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    # Nor its advice about a model repository's tokenizer_config.json (DeepSeek's names a
+    # class its files do not match): a user of this tool cannot act on it.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         # Everything after "bench" belongs to the benchmark's own parser (incl. --help).
