@@ -799,7 +799,7 @@ class _DeepSeekParser(StreamParser):
             asm.open(TOOL_CALL, pos)
         elif token_id == r.sep:
             if kind == TOOL_CALL:
-                asm.next_segment()
+                asm.next_segment(SEP)
             else:
                 self._unexpected(token_id, pos)
         elif token_id == r.call_end:

@@ -743,7 +743,7 @@ class _KimiK2Parser(StreamParser):
             if state != _CALL_ID:
                 self._issue(pos, "<|tool_call_argument_begin|> outside a tool-call id (ignored)")
                 return
-            asm.next_segment()
+            asm.next_segment(_ARGUMENT_MARKER)
             self._state = _CALL_ARGS
         elif token_id == r.call_end:
             if not in_call:

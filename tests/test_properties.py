@@ -44,7 +44,7 @@ from renderers import (
     get_renderer,
 )
 from renderers.core.messages import Part, coerce_messages
-from renderers.core.parsing import StreamParser, json_object_members
+from renderers.core.parsing import StreamParser, TextDelta, json_object_members
 from renderers.kimi_k2 import tool_name_from_id
 from tests import strategies
 from tests.conftest import tokenizer_for
@@ -1400,6 +1400,55 @@ def test_random_token_ids_never_crash_and_lose_no_content(spec: Spec, data: st.D
         previous = cut
     assert parser.finish() == result
     count(f"fuzz [{spec!r}]")
+
+
+def _part_deltas(r: Renderer, ids: list[int], size: int) -> tuple[ParseResult, dict[int, str]]:
+    """The result of streaming ``ids`` in chunks of ``size`` and each part's deltas joined."""
+    parser = r.stream_parser()
+    events: list[Any] = []
+    for k in range(0, len(ids), size):
+        events += parser.feed(ids[k : k + size])
+    result = parser.finish()
+    events += parser.final_events
+    deltas: dict[int, str] = {}
+    for event in events:
+        if isinstance(event, TextDelta):
+            deltas[event.index] = deltas.get(event.index, "") + event.text
+    return result, deltas
+
+
+@spec_param
+@given(data=st.data())
+def test_deltas_spell_each_part(spec: Spec, data: st.DataObject) -> None:
+    """For every feed size, the deltas of a part concatenate to exactly the text the final
+    part carries: a text or thinking part's text, an unparsed call's raw text (separator
+    markers included); a parsed call's deltas hold its arguments (and its name or id
+    where the format writes them as text)."""
+    r = spec.renderer()
+    if data.draw(st.booleans()):
+        ids = data.draw(_token_soup(r))
+    else:
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    for size in (1, 2, 3, 7, max(1, len(ids))):
+        result, deltas = _part_deltas(r, ids, size)
+        assert result == r.parse_response(ids)
+        parser = r.stream_parser(_events=False)
+        parser.feed(ids)
+        parser.finish()
+        for index, part in enumerate(p for p in parser.asm.parts if p is not None):
+            got = deltas.get(index, "")
+            if isinstance(part, (TextPart, ThinkingPart)):
+                assert got == part.text, (size, index, got, part)
+            elif isinstance(part, UnparsedToolCallPart):
+                assert got == part.raw, (size, index, got, part)
+            else:
+                assert isinstance(part, ToolCallPart)
+                if spec.layout.arguments_in_span:
+                    assert part.arguments in got, (size, index, got, part)
+                if spec.layout.verbatim_names and spec.layout.text_check is None:
+                    # (Harmony writes the name in the header, not in the call's body)
+                    assert (part.id or part.name) in got, (size, index, got, part)
+    count(f"deltas spell parts [{spec!r}]")
 
 
 # -- sharing between threads and processes ------------------------------------------------

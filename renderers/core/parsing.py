@@ -242,11 +242,19 @@ class PartAssembler:
                     return
         self._emit(text)
 
-    def next_segment(self) -> None:
-        """Start a new raw segment of the open tool-call region (e.g. name, then args)."""
+    def next_segment(self, separator: str = "") -> None:
+        """Start a new raw segment of the open tool-call region (e.g. name, then args).
+
+        ``separator`` is the marker's spelling that the call's raw text joins segments
+        with: it is streamed as a delta too, so a part's deltas spell its raw text.
+        """
         self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
+        if separator and self.events is not None:
+            if self._index < 0:
+                self._begin()
+            self.events.append(TextDelta(self._index, separator))
 
     def _flush_held(self, strip_suffix: str) -> None:
         held = self._held
