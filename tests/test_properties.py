@@ -89,6 +89,9 @@ class Layout:
     kept_controls: tuple[str, ...] = ()
     """Control tokens the parser keeps as their text where they are out of place (no
     sampled character lost); where they are structure, their text is a separator."""
+    call_markers: tuple[str, ...] = ()
+    """Kept controls that open and close a tool call: at a call's edges they are its
+    markers, elsewhere in it content."""
     arguments_in_span: bool = True
     """False for formats that write each argument in its own markup (XML, DSML): the
     arguments' JSON text is not in the span, each string value is."""
@@ -306,7 +309,12 @@ def qwen3_no_thinking_prefix(
     return prompt_equals(r, messages, prefix, rest)
 
 
-QWEN3 = Layout(separators=r"\n", verbatim_names=False)  # names are JSON strings
+QWEN3 = Layout(
+    separators=r"\n",
+    verbatim_names=False,  # names are JSON strings
+    kept_controls=("<think>", "</think>", "<tool_call>", "</tool_call>"),  # out of place
+    call_markers=("<tool_call>", "</tool_call>"),
+)
 
 # -- DeepSeek-V3 ----------------------------------------------------------------------------
 
@@ -403,7 +411,19 @@ def v3_template_prefix(
     return True
 
 
-DEEPSEEK_V3 = Layout(separators=r"<think>|</think>|\n", segment_markers=("<｜tool▁sep｜>",))
+_DEEPSEEK_CALL_TOKENS = (  # kept as text where out of place (a call drafted while thinking)
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+)
+DEEPSEEK_V3 = Layout(
+    separators=r"<think>|</think>|\n",
+    segment_markers=("<｜tool▁sep｜>",),
+    kept_controls=_DEEPSEEK_CALL_TOKENS,
+    call_markers=_DEEPSEEK_CALL_TOKENS,
+)
 
 # -- DeepSeek-V3.1 --------------------------------------------------------------------------
 
@@ -501,7 +521,11 @@ def v31_trained_reasoning(*, keep: bool) -> TrainedReasoning:
     return lost
 
 
-DEEPSEEK_V31 = Layout(segment_markers=("<｜tool▁sep｜>",))
+DEEPSEEK_V31 = Layout(
+    segment_markers=("<｜tool▁sep｜>",),
+    kept_controls=(*_DEEPSEEK_CALL_TOKENS, "<think>", "</think>"),
+    call_markers=_DEEPSEEK_CALL_TOKENS,
+)
 
 # -- Kimi-K2 ----------------------------------------------------------------------------------
 
@@ -827,6 +851,7 @@ def qwen35_no_thinking_reasoning(name: str, *, inline: bool) -> TrainedReasoning
 QWEN35 = Layout(
     separators=r"\n",
     kept_controls=("<think>", "</think>", "<tool_call>", "</tool_call>"),
+    call_markers=("<tool_call>", "</tool_call>"),
     arguments_in_span=False,
 )
 
@@ -1335,12 +1360,19 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
         previous = stop  # may belong to the reasoning and to the answer after it)
     in_call = [False] * len(ids)
     markers = {r.table.control_id(m): m for m in layout.segment_markers}
+    kept = {r.table.control_id(m) for m in layout.kept_controls} - markers.keys()
+    call_markers = {r.table.control_id(m) for m in layout.call_markers}
     for part, (start, stop) in zip(parts, spans, strict=True):
         if not _is_call(part):
             continue
         for k in range(start, stop):
             in_call[k] = True
         span = ids[start : min(stop, end)]
+        edges = {0, len(span) - 1}  # the call's own opening and closing markers
+        skip = [
+            t in structural and (t not in kept or (k in edges and t in call_markers))
+            for k, t in enumerate(span)
+        ]
         cuts = [k for k, t in enumerate(span) if t in markers]
         if layout.first_segment_only:
             cuts = cuts[:1]
@@ -1348,7 +1380,7 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
         previous = 0
         for cut in [*cuts, len(span)]:
             run = span[previous:cut]
-            segments.append(_decode_runs(r, run, lambda j, run=run: run[j] in structural))
+            segments.append(_decode_runs(r, run, lambda j, p=previous: skip[p + j]))
             if cut < len(span):
                 segments.append(markers[span[cut]])
             previous = cut + 1

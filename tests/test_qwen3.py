@@ -523,9 +523,10 @@ def test_new_turn_without_stop_is_malformed_and_ends_the_message(qwen3: Qwen3Ren
     assert result.trailing_text == "<|im_start|>user\nhi"
 
 
-def test_stray_closing_tags_are_issues_not_content(qwen3: Qwen3Renderer) -> None:
+def test_stray_closing_tags_are_issues_kept_as_text(qwen3: Qwen3Renderer) -> None:
+    # A control token out of place is sampled text: kept where it was, and reported.
     result = qwen3.parse_response(ids_of(qwen3, "Hi", "</think>", " there", "<|im_end|>"))
-    assert result.message.content == "Hi there"
+    assert result.message.content == "Hi</think> there"
     assert result.termination is Termination.MALFORMED
     assert "</think>" in result.issues[0].message
 

@@ -12,6 +12,10 @@
   ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
   call, as Llama 3.1 writes them; any other message is text.
 
+Reasoning ends only at its closing marker: a call drafted inside open reasoning stays
+reasoning text (reported as an issue), and a control token out of place is kept as text
+with an issue, so no sampled character is lost.
+
 A :class:`TagGrammar` holds the token ids and the separators a template writes around
 parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
 removes so a parsed message renders back to the same ids.
@@ -123,9 +127,12 @@ class TaggedParser(StreamParser):
         asm = self.asm
         kind = asm.kind
         name = self._name(token_id)
+        if kind == THINKING and token_id in (g.call, g.call_end):
+            self._drafted_call(token_id, pos)
+            return
         if token_id == g.think:
             if kind == THINKING:
-                self._issue(pos, f"{name} inside an open think block (ignored)")
+                self._keep_as_text(token_id, pos, f"{name} inside an open think block (kept as text)")
                 return
             if kind == TOOL_CALL:
                 self._issue(pos, f"{name} inside a tool call (the call is cut there)")
@@ -141,7 +148,7 @@ class TaggedParser(StreamParser):
             )
         elif token_id == g.think_end:
             if kind != THINKING:
-                self._issue(pos, f"{name} without an open think block (ignored)")
+                self._keep_as_text(token_id, pos, f"{name} without an open think block (kept as text)")
                 return
             asm.close(pos + 1, strip_suffix=g.think_padding)
             asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
@@ -150,13 +157,11 @@ class TaggedParser(StreamParser):
                 self._issue(pos, f"{name} inside a tool call (the call is cut there)")
                 asm.close(pos, incomplete=True, build=self._build)
             else:
-                if kind == THINKING:
-                    self._issue(pos, f"{name} inside an open think block")
                 asm.close(pos, strip_suffix=g.before_call)
             asm.open(TOOL_CALL, pos)
         elif token_id == g.call_end:
             if kind != TOOL_CALL:
-                self._issue(pos, f"{name} without an open tool call (ignored)")
+                self._keep_as_text(token_id, pos, f"{name} without an open tool call (kept as text)")
                 return
             asm.close(pos + 1, build=self._build)
             asm.open(TEXT, pos + 1, holdback=g.before_call)
