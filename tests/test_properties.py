@@ -44,7 +44,12 @@ from renderers import (
     get_renderer,
 )
 from renderers.core.messages import Part, coerce_messages
-from renderers.core.parsing import StreamParser, TextDelta, json_object_members
+from renderers.core.parsing import (
+    StreamParser,
+    TextDelta,
+    json_object_members,
+    sampled_text_ids,
+)
 from renderers.kimi_k2 import tool_name_from_id
 from tests import strategies
 from tests.conftest import tokenizer_for
@@ -1432,6 +1437,31 @@ def test_random_token_ids_never_crash_and_lose_no_content(spec: Spec, data: st.D
         previous = cut
     assert parser.finish() == result
     count(f"fuzz [{spec!r}]")
+
+
+@spec_param
+@given(data=st.data())
+def test_parse_text_reads_a_completion_like_its_ids(spec: Spec, data: st.DataObject) -> None:
+    """``parse_text`` of a completion's text (control tokens spelled out, as an API returns
+    it) gives what parsing its ids gives, wherever the text encodes back to the same
+    control tokens and text (typed control spellings in message text cannot)."""
+    r = spec.renderer()
+    if data.draw(st.booleans()):
+        ids = data.draw(_token_soup(r))
+    else:
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    text = r.decode(ids)
+    again = sampled_text_ids(r.table, text)
+    controls = r.table.control_ids
+    assume([t for t in ids if t in controls] == [t for t in again if t in controls])
+    assume(r.decode(again) == text)
+    expected = r.parse_response(ids)
+    result = r.parse_text(text)
+    assert result.message == expected.message
+    assert result.termination == expected.termination
+    assert result.trailing_text == expected.trailing_text
+    assert [i.message for i in result.issues] == [i.message for i in expected.issues]
+    count(f"parse_text [{spec!r}]")
 
 
 def _part_deltas(r: Renderer, ids: list[int], size: int) -> tuple[ParseResult, dict[int, str]]:
