@@ -670,7 +670,9 @@ def _v31_tool_call(segments: list[str], incomplete: bool) -> Part:
     try:
         json.loads(arguments)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+        return UnparsedToolCallPart(
+            raw, f"invalid JSON arguments: {exc}", name=name, arguments=arguments
+        )
     return ToolCallPart(name, arguments)
 
 
@@ -708,7 +710,9 @@ def _v3_tool_call(segments: list[str], incomplete: bool) -> Part:
     try:
         json.loads(arguments)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+        return UnparsedToolCallPart(
+            raw, f"invalid JSON arguments: {exc}", name=name, arguments=arguments
+        )
     return ToolCallPart(name, arguments)
 
 

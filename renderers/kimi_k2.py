@@ -565,7 +565,7 @@ def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
         json.loads(arguments)
     except ValueError as exc:
         return UnparsedToolCallPart(
-            raw, f"arguments are not valid JSON: {exc}", name=name, id=call_id
+            raw, f"arguments are not valid JSON: {exc}", name=name, id=call_id, arguments=arguments
         )
     return ToolCallPart(name, arguments, id=call_id)
 

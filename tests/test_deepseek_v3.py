@@ -1274,7 +1274,7 @@ def test_bad_json_is_an_unparsed_part_with_raw_text_and_name(
         assert unparsed.raw == raw
         assert unparsed.name == "lookup"
         assert "invalid JSON" in unparsed.error
-        assert result.termination is Termination.STOP
+        assert result.termination is Termination.MALFORMED  # reported (issue 13)
         # An unparsed call renders back to the same tokens.
         example = r.build_supervised_example(
             [{"role": "user", "content": "q"}, result.message],

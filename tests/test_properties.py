@@ -1194,7 +1194,10 @@ def test_render_then_parse_gives_the_message_back(spec: Spec, data: st.DataObjec
     assume(expected is not None)
     result = r.parse_response(completion_of(spec, r, message))
     assert canonical_unparsed(result.message) == expected
-    assert result.termination is spec.termination(message), result.issues
+    termination = spec.termination(message)
+    if any(isinstance(p, UnparsedToolCallPart) for p in expected.parts):
+        termination = Termination.MALFORMED  # a call that does not parse is an issue
+    assert result.termination is termination, result.issues
     count(f"round trip [{spec!r}]")
 
 

@@ -438,7 +438,9 @@ def test_bad_json_is_an_unparsed_part_with_raw_text_and_name(qwen3: Qwen3Rendere
     assert unparsed.name == "lookup"
     assert "invalid JSON" in unparsed.error
     assert result.message.tool_calls == ()
-    assert result.termination is Termination.STOP
+    # Reported (issue 13: an unreadable call must not pass for a final answer).
+    assert result.termination is Termination.MALFORMED
+    assert "tool call not parsed" in result.issues[0].message
 
 
 def test_tool_call_with_unexpected_keys_is_unparsed(qwen3: Qwen3Renderer) -> None:

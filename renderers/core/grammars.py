@@ -196,13 +196,28 @@ def _visible_name(raw: str) -> str | None:
     return name if isinstance(name, str) else None
 
 
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*(.*?)\s*\}\s*\Z', re.S)
+
+
+def _visible_arguments(raw: str) -> str | None:
+    """The text after ``"arguments":`` up to the object's closing brace, as sampled (the
+    arguments OpenAI would report for a call whose JSON is invalid)."""
+    match = _ARGUMENTS.search(raw)
+    return match.group(1) if match else None
+
+
 def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
     """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
     are the raw JSON text of ARGS as sampled."""
     try:
         members = json_object_members(raw)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON: {exc}", name=_visible_name(raw))
+        return UnparsedToolCallPart(
+            raw,
+            f"invalid JSON: {exc}",
+            name=_visible_name(raw),
+            arguments=_visible_arguments(raw),
+        )
     names = [k for k, _, _ in members]
     fields = {k: (v, text) for k, v, text in members}
     key = next((k for k in keys if k in fields), keys[0])

@@ -25,7 +25,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from renderers.core.messages import Message, Part, TextPart, ThinkingPart
+from renderers.core.messages import Message, Part, TextPart, ThinkingPart, UnparsedToolCallPart
 from renderers.core.tokens import TokenTable
 
 __all__ = [
@@ -779,6 +779,11 @@ class StreamParser:
     def _result(self) -> ParseResult:
         parts = [p for p in self.asm.parts if p is not None]
         spans = self.asm.spans
+        for part, (start, _) in zip(self.asm.parts, spans, strict=True):
+            if type(part) is UnparsedToolCallPart and not part.incomplete:
+                # The model called a tool and the call cannot be read: an agent must know.
+                self._issues.append(ParseIssue(start, f"tool call not parsed: {part.error}"))
+        self._issues.sort(key=lambda issue: issue.position)
         message = Message(self.role, parts)
         if isinstance(message.content, str) and len(spans) > 1:
             spans = [(spans[0][0], spans[-1][1])]
