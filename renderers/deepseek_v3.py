@@ -763,9 +763,7 @@ class _DeepSeekParser(StreamParser):
         self._build = build
         self._call_separator = call_separator
         self._in_section = False
-        self._call_tokens = frozenset(
-            (r.calls_begin, r.calls_end, r.call_begin, r.call_end, r.sep)
-        )
+        self._call_tokens = frozenset((r.calls_begin, r.calls_end, r.call_begin, r.call_end, r.sep))
         self._on_text = self.asm.write  # type: ignore[method-assign]
 
     def _drain(self) -> None:

@@ -563,7 +563,9 @@ class _Qwen35Parser(StreamParser):
             asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
         elif token_id == r.think_end:
             if kind != THINKING:
-                self._keep_as_text(token_id, pos, "</think> without an open think block (kept as text)")
+                self._keep_as_text(
+                    token_id, pos, "</think> without an open think block (kept as text)"
+                )
                 return
             asm.close(pos + 1, strip_suffix="\n")
             asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback=_SEPARATOR)

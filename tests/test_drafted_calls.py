@@ -47,7 +47,8 @@ CASES = [
         "Qwen/Qwen3.5-27B",
         False,
         {},
-        "plan: <tool_call>\n<function=f>\n</function>\n</tool_call>\nok\n</think>\n\nDone.<|im_end|>",
+        "plan: <tool_call>\n<function=f>\n</function>\n</tool_call>\nok\n</think>\n\n"
+        "Done.<|im_end|>",
         "<tool_call>\n<function=f>\n</function>\n</tool_call>",
     ),
     (
@@ -69,7 +70,9 @@ CASES = [
 ]
 
 
-def _parse(name: str, model_id: str, generic: bool, options: dict[str, object], text: str) -> ParseResult:
+def _parse(
+    name: str, model_id: str, generic: bool, options: dict[str, object], text: str
+) -> ParseResult:
     target = model_id if generic else name
     r = get_renderer(target, tokenizer_for(model_id), generic=generic, **options)
     result = r.parse_text(text)

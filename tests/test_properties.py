@@ -1388,7 +1388,7 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
         previous = 0
         for cut in [*cuts, len(span)]:
             run = span[previous:cut]
-            segments.append(_decode_runs(r, run, lambda j, p=previous: skip[p + j]))
+            segments.append(_decode_runs(r, run, lambda j, p=previous, s=skip: s[p + j]))
             if cut < len(span):
                 segments.append(markers[span[cut]])
             previous = cut + 1

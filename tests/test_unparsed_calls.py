@@ -115,7 +115,8 @@ def test_an_unparsed_call_is_reported_and_in_the_openai_view(
     openai = message.to_openai()
     assert openai["content"] == "Sure."
     (function,) = [c["function"] for c in openai["tool_calls"]]
-    assert function == {"name": call_name, "arguments": call.raw if arguments is None else arguments}
+    expected = call.raw if arguments is None else arguments
+    assert function == {"name": call_name, "arguments": expected}
 
 
 def test_a_message_without_calls_did_not_call_a_tool() -> None:

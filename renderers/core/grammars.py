@@ -132,7 +132,9 @@ class TaggedParser(StreamParser):
             return
         if token_id == g.think:
             if kind == THINKING:
-                self._keep_as_text(token_id, pos, f"{name} inside an open think block (kept as text)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} inside an open think block (kept as text)"
+                )
                 return
             if kind == TOOL_CALL:
                 self._issue(pos, f"{name} inside a tool call (the call is cut there)")
@@ -148,7 +150,9 @@ class TaggedParser(StreamParser):
             )
         elif token_id == g.think_end:
             if kind != THINKING:
-                self._keep_as_text(token_id, pos, f"{name} without an open think block (kept as text)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} without an open think block (kept as text)"
+                )
                 return
             asm.close(pos + 1, strip_suffix=g.think_padding)
             asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
@@ -161,7 +165,9 @@ class TaggedParser(StreamParser):
             asm.open(TOOL_CALL, pos)
         elif token_id == g.call_end:
             if kind != TOOL_CALL:
-                self._keep_as_text(token_id, pos, f"{name} without an open tool call (kept as text)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} without an open tool call (kept as text)"
+                )
                 return
             asm.close(pos + 1, build=self._build)
             asm.open(TEXT, pos + 1, holdback=g.before_call)

@@ -203,7 +203,7 @@ class Message:
         content = self.content
         if isinstance(content, str):
             return ()
-        return tuple(p for p in content if type(p) in (ToolCallPart, UnparsedToolCallPart))
+        return tuple(p for p in content if isinstance(p, (ToolCallPart, UnparsedToolCallPart)))
 
     @property
     def called_tool(self) -> bool:
