@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from renderers import (
     Message,
@@ -924,3 +926,20 @@ def test_words_a_header_cannot_hold_are_kept_in_the_body(r: GptOssRenderer) -> N
     result = _parsed_both_ways(r, "<|channel|>final Let me json<|message|>Hi<|return|>")
     assert result.message.parts == (TextPart("Let me Hi"),)  # json: the content type
     assert "kept at the start of the body" in result.issues[0].message
+
+
+_NEXT = "<|start|>assistant<|channel|>final<|message|>ok<|end|>"
+
+
+@given(
+    text=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    after=st.sampled_from(["", "<|return|>", "<|end|>", _NEXT, _NEXT + "<|return|>"]),
+)
+def test_text_sampled_instead_of_a_header_is_never_lost(text: str, after: str) -> None:
+    """Whatever text a completion starts with where the header belongs (no header word),
+    it is the message's first text, cut off, stopped or followed by another message."""
+    assume("<|" not in text and "to=" not in text and text.strip())
+    r = GptOssRenderer(tokenizer_for("openai/gpt-oss-20b"), date=DATE)
+    result = _parsed_both_ways(r, text + after)
+    kept = text.lstrip()
+    assert result.message.text == (kept + "ok" if after.startswith(_NEXT) else kept), result
