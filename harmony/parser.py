@@ -152,8 +152,7 @@ def parse_header(
     known (the completion of a generation prompt ending ``<|start|>assistant``).
 
     With ``missing_message`` the header was ended by an end token; the trailing text that
-    cannot belong to a header is returned as the body. Words a header cannot hold (more
-    than one content type) are returned as the body's start.
+    cannot belong to a header is returned as the body.
     """
     problems: list[Problem] = []
     body: str | None = None
@@ -232,16 +231,7 @@ def parse_header(
         content_type, where = (constrained or content_types)[-1]
         others = [c for c, _ in content_types if c != content_type]
         if others:
-            # Sampled words a header cannot hold are content: kept at the body's start.
-            problems.append(
-                (
-                    marks[where],
-                    False,
-                    f"unexpected words in the header: {others} (kept at the start of the body)",
-                )
-            )
-            kept = " ".join(others)
-            body = f"{kept} {body}" if body else kept if missing_message else kept + " "
+            problems.append((marks[where], False, f"unexpected words in the header: {others}"))
         if where == 0 and last > 0:
             problems.append(
                 (marks[0], True, "expected the content type after the channel, found it before")
@@ -374,9 +364,7 @@ class HarmonyMachine:
                 self._problem(pos, False, f"<|{end_name}|> outside a message (ignored)")
         elif t == tk.message:
             if state == _HEADER:
-                kept = self._open_body(missing_message=False)
-                if kept and self._state == _BODY:
-                    self._write(kept)
+                self._open_body(missing_message=False)
             elif state == _BODY:
                 self._problem(pos, False, "<|message|> inside a message body (dropped)")
             elif state == _EXPECT_START:

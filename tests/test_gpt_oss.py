@@ -922,12 +922,6 @@ def test_a_cut_off_header_alone_is_no_part(r: GptOssRenderer) -> None:
     assert result.termination is Termination.LENGTH
 
 
-def test_words_a_header_cannot_hold_are_kept_in_the_body(r: GptOssRenderer) -> None:
-    result = _parsed_both_ways(r, "<|channel|>final Let me json<|message|>Hi<|return|>")
-    assert result.message.parts == (TextPart("Let me Hi"),)  # json: the content type
-    assert "kept at the start of the body" in result.issues[0].message
-
-
 _NEXT = "<|start|>assistant<|channel|>final<|message|>ok<|end|>"
 
 
