@@ -18,8 +18,9 @@ parsing accepts only the canonical form the renderer writes and raises
 :class:`HarmonyError` naming what was expected at which token. Accepted silently in
 lenient mode: the recipient after the channel (``<|channel|>commentary to=functions.x``),
 ``<|constrain|>`` glued to the preceding word, a truncated body (marked ``truncated``).
-Repaired and reported as issues: a missing ``<|message|>`` before an end token (the
-header's trailing text becomes the body), a stray or repeated ``<|start|>``, an unknown
+Repaired and reported as issues: a missing ``<|message|>`` before an end token or a
+``<|start|>`` (the header's trailing text that a header cannot
+hold becomes the body: no sampled text is lost), a stray or repeated ``<|start|>``, an unknown
 channel (kept), an assistant message without a channel, control tokens inside a body
 (``<|channel|>`` or ``<|start|>`` start a new message, others are dropped), text between
 messages (kept as a message without a header unless it is only whitespace).
@@ -381,9 +382,21 @@ class HarmonyMachine:
                 if not header.strip():
                     self._problem(pos, False, "a repeated <|start|> (ignored)")
                     return
-                self._problem(
-                    pos, False, f"<|start|> inside a header: the header {header!r} is dropped"
-                )
+                if self._header_body():
+                    # Text sampled where a header belongs (e.g. an answer without a header,
+                    # then a real message): a message of its own, nothing lost.
+                    self._problem(
+                        pos, False, "expected <|message|> before <|start|> (the text is kept)"
+                    )
+                    body = self._open_body(missing_message=True)
+                    if self._state == _BODY:
+                        if body:
+                            self._write(body)
+                        self._close(pos, None)
+                else:
+                    self._problem(
+                        pos, False, f"<|start|> inside a header: the header {header!r} is dropped"
+                    )
             elif state == _HALTED:
                 return
             self._begin(pos, None)
@@ -463,6 +476,19 @@ class HarmonyMachine:
         for pos, silent, message in problems:
             self._problem(pos, silent, message)
         return header, body
+
+    def _header_body(self) -> str:
+        """The text of the open header that a header cannot hold (the body it ran into)."""
+        _, body, _ = parse_header(
+            self._kinds,
+            ["".join(chunks) for chunks in self._texts],
+            self._marks,
+            role=self._given,
+            default_role=self._default_role,
+            valid_channels=self._valid,
+            missing_message=True,
+        )
+        return body or ""
 
     def _open_body(self, missing_message: bool) -> str | None:
         """End the header and start the body; returns body text the header ran into."""

@@ -91,7 +91,8 @@ arguments are kept exactly as sampled and must be valid JSON; otherwise the call
 Names are taken verbatim (``get-weather.v2``, ``ns.tool_3``). V3 calls need the type
 ``function``; the json fence is read leniently. A token that starts another turn
 (``<｜User｜>``, ``<｜Assistant｜>``, tool outputs) ends the message as malformed; other
-markers out of place are ignored with an issue; a message that stops inside a
+markers out of place are kept as text with an issue, and a call drafted inside open
+reasoning (before ``</think>``) stays reasoning text, reported; a message that stops inside a
 tool-call section (no ``<｜tool▁calls▁end｜>``) is malformed. Cut-off reasoning, text or
 calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>`` maps
 to tokens at token granularity: a token holding both the end of the marker and the
@@ -669,7 +670,9 @@ def _v31_tool_call(segments: list[str], incomplete: bool) -> Part:
     try:
         json.loads(arguments)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+        return UnparsedToolCallPart(
+            raw, f"invalid JSON arguments: {exc}", name=name, arguments=arguments
+        )
     return ToolCallPart(name, arguments)
 
 
@@ -707,7 +710,9 @@ def _v3_tool_call(segments: list[str], incomplete: bool) -> Part:
     try:
         json.loads(arguments)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON arguments: {exc}", name=name)
+        return UnparsedToolCallPart(
+            raw, f"invalid JSON arguments: {exc}", name=name, arguments=arguments
+        )
     return ToolCallPart(name, arguments)
 
 
@@ -715,8 +720,8 @@ class _DeepSeekParser(StreamParser):
     """Text, think blocks (V3.1 tokens) and tool-call sections, in any order.
 
     Tokens that begin another turn (``<｜User｜>``, ``<｜Assistant｜>``, tool outputs) end the
-    message as malformed; a control token out of place is ignored with an issue (as in
-    Qwen3: its text is not content).
+    message as malformed; a control token out of place is kept as text with an issue (no
+    sampled character is lost).
     """
 
     def __init__(
@@ -758,6 +763,7 @@ class _DeepSeekParser(StreamParser):
         self._build = build
         self._call_separator = call_separator
         self._in_section = False
+        self._call_tokens = frozenset((r.calls_begin, r.calls_end, r.call_begin, r.call_end, r.sep))
         self._on_text = self.asm.write  # type: ignore[method-assign]
 
     def _drain(self) -> None:
@@ -765,7 +771,7 @@ class _DeepSeekParser(StreamParser):
 
     def _unexpected(self, token_id: int, pos: int) -> None:
         text = self._table.control_text(token_id) or ""
-        self._issue(pos, f"unexpected {text} (ignored)")
+        self._keep_as_text(token_id, pos, f"unexpected {text} (kept as text)")
 
     def _close_call(self, pos: int, why: str) -> None:
         self._issue(pos, why)
@@ -776,6 +782,9 @@ class _DeepSeekParser(StreamParser):
         r = self._r
         asm = self.asm
         kind = asm.kind
+        if kind == THINKING and token_id in self._call_tokens:
+            self._drafted_call(token_id, pos)
+            return
         if token_id == r.calls_begin:
             if kind == TOOL_CALL:
                 self._close_call(pos, f"{CALLS_BEGIN} inside a tool call (the call is cut there)")
@@ -783,8 +792,6 @@ class _DeepSeekParser(StreamParser):
                 self._unexpected(token_id, pos)
                 return
             else:
-                if kind == THINKING:
-                    self._issue(pos, f"{CALLS_BEGIN} inside an open think block")
                 asm.close(pos)
             self._in_section = True
             asm.open(TEXT, pos + 1)
@@ -799,7 +806,7 @@ class _DeepSeekParser(StreamParser):
             asm.open(TOOL_CALL, pos)
         elif token_id == r.sep:
             if kind == TOOL_CALL:
-                asm.next_segment()
+                asm.next_segment(SEP)
             else:
                 self._unexpected(token_id, pos)
         elif token_id == r.call_end:
@@ -901,7 +908,6 @@ class _V3Parser(_DeepSeekParser):
             call_separator="\n",
             byte_offsets=True,
         )
-        self._ignored_in_thinking = frozenset((r.sep, r.call_end, r.calls_end))
         self._phase = _START
         self._head = b""
         self._scanner = MarkerScanner()
@@ -954,12 +960,13 @@ class _V3Parser(_DeepSeekParser):
             self._decode(rest)
 
     def _on_token(self, token_id: int, pos: int) -> None:
-        if self._phase == _THINK_PHASE and token_id in self._ignored_in_thinking:
-            # Out of place inside the reasoning: ignored, and a later </think> still counts.
+        if self._phase == _THINK_PHASE and token_id in self._call_tokens:
+            # A call drafted inside the reasoning is reasoning: a later </think> still counts.
             rest = self._scanner.flush()
             if rest:
                 self._decode(rest)
-            self._unexpected(token_id, pos)
+            self._flush_pending()
+            self._drafted_call(token_id, pos)
             return
         super()._on_token(token_id, pos)
 

@@ -602,7 +602,7 @@ class _DeepSeekV4Parser(StreamParser):
             asm.close(start)
             asm.open(TOOL_CALL, start)
             asm.write("<")
-            asm.next_segment()
+            asm.next_segment(DSML)
             self._decode(name + b">")
             self._flush_pending()
             self._state = _INVOKE_STATE
@@ -691,7 +691,7 @@ class _DeepSeekV4Parser(StreamParser):
             self.asm.write(DSML)  # a call drafted inside the reasoning is reasoning
             return
         if state == _INVOKE_STATE:
-            self.asm.next_segment()
+            self.asm.next_segment(DSML)
             self._invoke_end = b"" if self._invoke_tail.endswith(b"</") else None
             self._invoke_tail = b""
             return

@@ -640,7 +640,7 @@ class _PartSink:
                 json.loads(raw)
             except ValueError as exc:
                 return UnparsedToolCallPart(
-                    raw, f"invalid JSON arguments: {exc}", name=name, channel=channel
+                    raw, f"invalid JSON arguments: {exc}", name=name, channel=channel, arguments=raw
                 )
         return ToolCallPart(name, raw, channel=channel, content_type=header.content_type)
 

@@ -565,7 +565,7 @@ def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
         json.loads(arguments)
     except ValueError as exc:
         return UnparsedToolCallPart(
-            raw, f"arguments are not valid JSON: {exc}", name=name, id=call_id
+            raw, f"arguments are not valid JSON: {exc}", name=name, id=call_id, arguments=arguments
         )
     return ToolCallPart(name, arguments, id=call_id)
 
@@ -743,7 +743,7 @@ class _KimiK2Parser(StreamParser):
             if state != _CALL_ID:
                 self._issue(pos, "<|tool_call_argument_begin|> outside a tool-call id (ignored)")
                 return
-            asm.next_segment()
+            asm.next_segment(_ARGUMENT_MARKER)
             self._state = _CALL_ARGS
         elif token_id == r.call_end:
             if not in_call:

@@ -543,19 +543,15 @@ class _Qwen35Parser(StreamParser):
         else:
             asm.open(TEXT, 0, holdback=_SEPARATOR)
 
-    def _as_text(self, token_id: int, pos: int, why: str | None) -> None:
-        """A control token that is content here: its text stays in the open part."""
-        if why is not None:
-            self._issue(pos, why)
-        self.asm.write(self._table.control_text(token_id) or "")
-
     def _on_token(self, token_id: int, pos: int) -> None:
         r = self._r
         asm = self.asm
         kind = asm.kind
-        if kind == THINKING and token_id in (r.think, r.tool_call, r.tool_call_end):
-            # A call drafted inside the reasoning is reasoning; so is a nested <think>.
-            self._as_text(token_id, pos, None)
+        if kind == THINKING and token_id in (r.tool_call, r.tool_call_end):
+            self._drafted_call(token_id, pos)
+            return
+        if kind == THINKING and token_id == r.think:
+            self._keep_as_text(token_id, pos, None)  # a nested <think> is reasoning too
             return
         if kind == TOOL_CALL and token_id != r.tool_call_end:
             name = self._table.control_text(token_id)
@@ -567,7 +563,9 @@ class _Qwen35Parser(StreamParser):
             asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
         elif token_id == r.think_end:
             if kind != THINKING:
-                self._as_text(token_id, pos, "</think> without an open think block (kept as text)")
+                self._keep_as_text(
+                    token_id, pos, "</think> without an open think block (kept as text)"
+                )
                 return
             asm.close(pos + 1, strip_suffix="\n")
             asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback=_SEPARATOR)
@@ -576,7 +574,7 @@ class _Qwen35Parser(StreamParser):
             asm.open(TOOL_CALL, pos)
         elif token_id == r.tool_call_end:
             if kind != TOOL_CALL:
-                self._as_text(
+                self._keep_as_text(
                     token_id, pos, "</tool_call> without an open tool call (kept as text)"
                 )
                 return

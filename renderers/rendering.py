@@ -26,7 +26,7 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.options import options_from_text, with_options
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.parsing import ParseResult, StreamParser, sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter
@@ -189,6 +189,14 @@ class Renderer:
         parser = self.stream_parser(_events=False, **options)
         parser.feed(token_ids)
         return parser.finish()
+
+    def parse_text(self, text: str, **options: Any) -> ParseResult:
+        """Parse a completion given as text (e.g. an API's raw completion): control-token
+        spellings in it are the model's control tokens, so think blocks, tool calls and
+        stop tokens parse as if the ids had been sampled. Spans are ids of that encoding."""
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a string, got {type(text).__name__}")
+        return self.parse_response(sampled_text_ids(self.table, text), **options)
 
     def stream_parser(self, **options: Any) -> StreamParser:
         """An incremental parser: ``feed(ids) -> events``, ``finish() -> ParseResult``.

@@ -146,6 +146,21 @@ def test_parse_reads_ids_on_stdin(qwen3: Any) -> None:
     }
 
 
+def test_parse_text_reads_a_completion_given_as_text() -> None:
+    text = (
+        '<think>\nhmm\n</think>\n\nSure.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}'
+        "\n</tool_call><|im_end|>"
+    )
+    out = json.loads(run("parse", "--model", "qwen3", "--text", "--openai", stdin=text).stdout)
+    assert out["message"] == {
+        "role": "assistant",
+        "content": "Sure.",
+        "reasoning_content": "hmm",
+        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}],
+    }
+    assert out["termination"] == "stop"
+
+
 def test_parse_rejects_bad_input_with_a_clear_error() -> None:
     proc = run("parse", "--model", "qwen3", stdin="[1, 2, -5]", check=False)
     assert proc.returncode == 1

@@ -1274,7 +1274,7 @@ def test_bad_json_is_an_unparsed_part_with_raw_text_and_name(
         assert unparsed.raw == raw
         assert unparsed.name == "lookup"
         assert "invalid JSON" in unparsed.error
-        assert result.termination is Termination.STOP
+        assert result.termination is Termination.MALFORMED  # reported (issue 13)
         # An unparsed call renders back to the same tokens.
         example = r.build_supervised_example(
             [{"role": "user", "content": "q"}, result.message],
@@ -1330,8 +1330,10 @@ def test_v31_thinking_mode_starts_inside_reasoning(v31: DeepSeekV31Renderer) -> 
     # The renderer option is the parser's default.
     thinking = DeepSeekV31Renderer(tokenizer_for(V31), thinking=True)
     assert thinking.parse_response(ids) == result
-    # Without thinking mode, a </think> is out of place.
-    assert v31.parse_response(ids).message.content == "Let me think.The answer."
+    # Without thinking mode, a </think> is out of place: kept as text, reported.
+    out_of_place = v31.parse_response(ids)
+    assert out_of_place.message.content == "Let me think.</think>The answer."
+    assert out_of_place.termination is Termination.MALFORMED
 
 
 def test_truncated_reasoning_stays_thinking_and_incomplete(
@@ -1378,7 +1380,7 @@ def test_v3_reasoning_keeps_looking_for_its_end_after_a_stray_marker(
 ) -> None:
     ids = ids_of(v3, "<think>\na", "<｜tool▁sep｜>", "b\n</think>\n\nc", EOS)
     result = v3.parse_response(ids)
-    assert result.message.parts == (ThinkingPart("ab"), TextPart("c"))
+    assert result.message.parts == (ThinkingPart("a<｜tool▁sep｜>b"), TextPart("c"))
     assert result.termination is Termination.MALFORMED
 
 
@@ -1402,8 +1404,10 @@ def test_v3_reasoning_then_tool_calls(v3: DeepSeekV3Renderer) -> None:
         "<｜tool▁calls▁end｜>",
         EOS,
     )
+    # Reasoning ends at </think> only: a call drafted in open reasoning is reasoning.
     result = v3.parse_response(unclosed)
-    assert result.message.parts == (ThinkingPart("plan"), ToolCallPart("f", "{}"))
+    assert result.message.parts == (ThinkingPart(v3.decode(unclosed[:-1])[len("<think>\n") :]),)
+    assert result.message.tool_calls == ()
     assert result.termination is Termination.MALFORMED
 
 
@@ -1470,15 +1474,15 @@ def test_new_turn_without_stop_is_malformed(
             assert result.trailing_text == marker + "more"
 
 
-def test_out_of_place_markers_are_issues_not_content(
+def test_out_of_place_markers_are_issues_kept_as_text(
     v31: DeepSeekV31Renderer, v3: DeepSeekV3Renderer
 ) -> None:
     result = v31.parse_response(ids_of(v31, "Hi", "</think>", " there", EOS))
-    assert result.message.content == "Hi there"
+    assert result.message.content == "Hi</think> there"
     assert result.termination is Termination.MALFORMED
     assert "</think>" in result.issues[0].message
     result = v3.parse_response(ids_of(v3, "a", "<｜tool▁sep｜>", "b", "<｜tool▁calls▁end｜>", EOS))
-    assert result.message.content == "ab"
+    assert result.message.content == "a<｜tool▁sep｜>b<｜tool▁calls▁end｜>"
     assert len(result.issues) == 2
 
 

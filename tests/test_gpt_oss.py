@@ -16,9 +16,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from renderers import (
     Message,
+    ParseResult,
     PartFinished,
     PartStarted,
     Termination,
@@ -29,6 +32,7 @@ from renderers import (
     TrainOn,
     UnparsedToolCallPart,
 )
+from renderers.core.parsing import sampled_text_ids
 from renderers.gpt_oss import GptOssRenderer
 from tests.conftest import tokenizer_for
 from tests.corpus import (
@@ -876,3 +880,58 @@ def test_renderer_basics(r: GptOssRenderer) -> None:
     assert (r.name, r.default_model) == ("gpt_oss", "openai/gpt-oss-20b")
     prompt = r.build_generation_prompt([{"role": "user", "content": "Hi"}])
     assert prompt[-2:] == [tk.start, r.table.encode("assistant")[0]]
+
+
+# -- text sampled where a header belongs is kept (issue 13 item 1) --------------------------
+
+
+def _parsed_both_ways(r: GptOssRenderer, text: str) -> ParseResult:
+    """``parse_text`` of ``text``, checked against streaming its ids one at a time."""
+    result = r.parse_text(text)
+    parser = r.stream_parser()
+    for t in sampled_text_ids(r.table, text):
+        parser.feed([t])
+    assert parser.finish() == result
+    return result
+
+
+def test_a_completion_that_is_only_text_is_a_text_part(r: GptOssRenderer) -> None:
+    # (Cut off without a stop token the text is still lost: left open, see the report.)
+    stopped = _parsed_both_ways(r, "53 + 18 = 71<|return|>")
+    assert stopped.message.parts == (TextPart("53 + 18 = 71"),)
+
+
+def test_text_before_a_new_message_is_kept_as_a_message(r: GptOssRenderer) -> None:
+    result = _parsed_both_ways(
+        r,
+        "Let me check.<|start|>assistant<|channel|>commentary to=functions.get_weather"
+        '<|constrain|>json<|message|>{"city":"Beijing"}<|call|>',
+    )
+    text, call = result.message.parts
+    assert text == TextPart("Let me check.")
+    assert isinstance(call, ToolCallPart)
+    assert (call.name, call.arguments) == ("get_weather", '{"city":"Beijing"}')
+    assert result.termination is Termination.MALFORMED
+
+
+def test_a_cut_off_header_alone_is_no_part(r: GptOssRenderer) -> None:
+    result = _parsed_both_ways(r, "<|channel|>analysis")
+    assert result.message.parts == ()
+    assert result.termination is Termination.LENGTH
+
+
+_NEXT = "<|start|>assistant<|channel|>final<|message|>ok<|end|>"
+
+
+@given(
+    text=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    after=st.sampled_from(["<|return|>", "<|end|>", _NEXT, _NEXT + "<|return|>"]),
+)
+def test_text_sampled_instead_of_a_header_is_never_lost(text: str, after: str) -> None:
+    """Whatever text a completion starts with where the header belongs (no header word),
+    it is the message's first text, stopped or followed by another message."""
+    assume("<|" not in text and "to=" not in text and text.strip())
+    r = GptOssRenderer(tokenizer_for("openai/gpt-oss-20b"), date=DATE)
+    result = _parsed_both_ways(r, text + after)
+    kept = text.lstrip()
+    assert result.message.text == (kept + "ok" if after.startswith(_NEXT) else kept), result

@@ -1110,7 +1110,8 @@ def test_malformed_calls_are_kept_unparsed_never_dropped() -> None:
     assert "JSON" in first.error
     assert isinstance(second, UnparsedToolCallPart)
     assert second.raw == 'functions.g:1 {"a": 1}' and "argument_begin" in second.error
-    assert res.termination is Termination.STOP
+    assert res.termination is Termination.MALFORMED  # reported (issue 13)
+    assert len(res.issues) == 2
 
 
 def test_termination_eos_and_new_turn() -> None:

@@ -438,7 +438,9 @@ def test_bad_json_is_an_unparsed_part_with_raw_text_and_name(qwen3: Qwen3Rendere
     assert unparsed.name == "lookup"
     assert "invalid JSON" in unparsed.error
     assert result.message.tool_calls == ()
-    assert result.termination is Termination.STOP
+    # Reported (issue 13: an unreadable call must not pass for a final answer).
+    assert result.termination is Termination.MALFORMED
+    assert "tool call not parsed" in result.issues[0].message
 
 
 def test_tool_call_with_unexpected_keys_is_unparsed(qwen3: Qwen3Renderer) -> None:
@@ -523,9 +525,10 @@ def test_new_turn_without_stop_is_malformed_and_ends_the_message(qwen3: Qwen3Ren
     assert result.trailing_text == "<|im_start|>user\nhi"
 
 
-def test_stray_closing_tags_are_issues_not_content(qwen3: Qwen3Renderer) -> None:
+def test_stray_closing_tags_are_issues_kept_as_text(qwen3: Qwen3Renderer) -> None:
+    # A control token out of place is sampled text: kept where it was, and reported.
     result = qwen3.parse_response(ids_of(qwen3, "Hi", "</think>", " there", "<|im_end|>"))
-    assert result.message.content == "Hi there"
+    assert result.message.content == "Hi</think> there"
     assert result.termination is Termination.MALFORMED
     assert "</think>" in result.issues[0].message
 

@@ -303,7 +303,9 @@ def test_a_call_drafted_inside_the_reasoning_stays_reasoning() -> None:
         ThinkingPart("Maybe <tool_call>" + body + "</tool_call>"),
         TextPart("No call."),
     )
-    assert result.termination is Termination.STOP
+    # Reported (issue 13): a drafted call is not a call, which an agent loop wants to know.
+    assert result.termination is Termination.MALFORMED
+    assert [i.position for i in result.issues] == [len(r.table.encode("Maybe "))]
 
 
 def test_control_tokens_out_of_place_are_kept_as_text_with_an_issue() -> None:

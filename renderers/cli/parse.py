@@ -1,4 +1,5 @@
-"""``renderers parse``: sampled token ids (or raw text) to a parsed message as JSON."""
+"""``renderers parse``: sampled token ids, or a completion's text (``--text``: control-token
+spellings are control tokens), to a parsed message as JSON."""
 
 from __future__ import annotations
 
@@ -16,11 +17,20 @@ def add_parser(sub: Any) -> None:
     parse = sub.add_parser(
         "parse",
         help="parse sampled token ids into a message",
-        description="Read sampled token ids (a JSON list or whitespace-separated integers) "
-        "and print the parsed message as JSON: its ordered parts, how the sample ended "
-        "(termination), the token span of each part and any structural issues.",
+        description="Read sampled token ids (a JSON list or whitespace-separated integers), "
+        "or with --text a completion as text, and print the parsed message as JSON: its "
+        "ordered parts, how the sample ended (termination), the token span of each part and "
+        "any structural issues.",
     )
-    parse.add_argument("input", nargs="?", default="-", help="file with token ids (default: stdin)")
+    parse.add_argument(
+        "input", nargs="?", default="-", help="file with token ids or text (default: stdin)"
+    )
+    parse.add_argument(
+        "--text",
+        action="store_true",
+        help="the input is the completion's text (e.g. an API's raw completion); control-token "
+        "spellings in it are the model's control tokens",
+    )
     add_model_argument(parse)
     parse.add_argument(
         "--openai", action="store_true", help="print the message in the OpenAI chat shape"
@@ -49,9 +59,10 @@ def parse_ids(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    ids = parse_ids(read_text(args.input))
+    source = read_text(args.input)
+    ids = None if args.text else parse_ids(source)
     renderer = renderer_from_args(args)
-    result = renderer.parse_response(ids)
+    result = renderer.parse_text(source) if ids is None else renderer.parse_response(ids)
     message = result.message.to_openai() if args.openai else result.message.to_dict()
     report = {
         "message": message,

@@ -12,6 +12,10 @@
   ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
   call, as Llama 3.1 writes them; any other message is text.
 
+Reasoning ends only at its closing marker: a call drafted inside open reasoning stays
+reasoning text (reported as an issue), and a control token out of place is kept as text
+with an issue, so no sampled character is lost.
+
 A :class:`TagGrammar` holds the token ids and the separators a template writes around
 parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
 removes so a parsed message renders back to the same ids.
@@ -123,9 +127,14 @@ class TaggedParser(StreamParser):
         asm = self.asm
         kind = asm.kind
         name = self._name(token_id)
+        if kind == THINKING and token_id in (g.call, g.call_end):
+            self._drafted_call(token_id, pos)
+            return
         if token_id == g.think:
             if kind == THINKING:
-                self._issue(pos, f"{name} inside an open think block (ignored)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} inside an open think block (kept as text)"
+                )
                 return
             if kind == TOOL_CALL:
                 self._issue(pos, f"{name} inside a tool call (the call is cut there)")
@@ -141,7 +150,9 @@ class TaggedParser(StreamParser):
             )
         elif token_id == g.think_end:
             if kind != THINKING:
-                self._issue(pos, f"{name} without an open think block (ignored)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} without an open think block (kept as text)"
+                )
                 return
             asm.close(pos + 1, strip_suffix=g.think_padding)
             asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
@@ -150,13 +161,13 @@ class TaggedParser(StreamParser):
                 self._issue(pos, f"{name} inside a tool call (the call is cut there)")
                 asm.close(pos, incomplete=True, build=self._build)
             else:
-                if kind == THINKING:
-                    self._issue(pos, f"{name} inside an open think block")
                 asm.close(pos, strip_suffix=g.before_call)
             asm.open(TOOL_CALL, pos)
         elif token_id == g.call_end:
             if kind != TOOL_CALL:
-                self._issue(pos, f"{name} without an open tool call (ignored)")
+                self._keep_as_text(
+                    token_id, pos, f"{name} without an open tool call (kept as text)"
+                )
                 return
             asm.close(pos + 1, build=self._build)
             asm.open(TEXT, pos + 1, holdback=g.before_call)
@@ -191,13 +202,28 @@ def _visible_name(raw: str) -> str | None:
     return name if isinstance(name, str) else None
 
 
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*(.*?)\s*\}\s*\Z', re.S)
+
+
+def _visible_arguments(raw: str) -> str | None:
+    """The text after ``"arguments":`` up to the object's closing brace, as sampled (the
+    arguments OpenAI would report for a call whose JSON is invalid)."""
+    match = _ARGUMENTS.search(raw)
+    return match.group(1) if match else None
+
+
 def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
     """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
     are the raw JSON text of ARGS as sampled."""
     try:
         members = json_object_members(raw)
     except ValueError as exc:
-        return UnparsedToolCallPart(raw, f"invalid JSON: {exc}", name=_visible_name(raw))
+        return UnparsedToolCallPart(
+            raw,
+            f"invalid JSON: {exc}",
+            name=_visible_name(raw),
+            arguments=_visible_arguments(raw),
+        )
     names = [k for k, _, _ in members]
     fields = {k: (v, text) for k, v, text in members}
     key = next((k for k in keys if k in fields), keys[0])

@@ -85,7 +85,9 @@ class UnparsedToolCallPart:
     """A tool call the parser could not decode, kept verbatim with the reason.
 
     ``raw`` is the text between the format's tool-call markers; ``name`` is filled when
-    the name was still recognisable.
+    the name was still recognisable, ``arguments`` with the arguments' text as sampled when
+    the format sets it apart (what :meth:`Message.to_openai` reports, as OpenAI reports
+    invalid JSON arguments).
     """
 
     raw: str
@@ -94,6 +96,7 @@ class UnparsedToolCallPart:
     id: str | None = None
     channel: str | None = None
     incomplete: bool = False
+    arguments: str | None = None
 
 
 Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | UnparsedToolCallPart
@@ -187,11 +190,25 @@ class Message:
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
-        """The parsed tool calls, in order (unparsed calls are in :attr:`parts`)."""
+        """The parsed tool calls, in order (see :attr:`attempted_tool_calls` for all)."""
         content = self.content
         if isinstance(content, str):
             return ()
         return tuple(p for p in content if type(p) is ToolCallPart)
+
+    @property
+    def attempted_tool_calls(self) -> tuple[ToolCallPart | UnparsedToolCallPart, ...]:
+        """Every tool call the model made, parsed or not, in order: an agent loop answers
+        each (an unparsed one with an error) rather than taking the turn as final."""
+        content = self.content
+        if isinstance(content, str):
+            return ()
+        return tuple(p for p in content if isinstance(p, (ToolCallPart, UnparsedToolCallPart)))
+
+    @property
+    def called_tool(self) -> bool:
+        """Whether the model called a tool, including calls that could not be parsed."""
+        return bool(self.attempted_tool_calls)
 
     # -- conversion ----------------------------------------------------------------------
 
@@ -268,29 +285,38 @@ class Message:
         """The OpenAI chat shape: ``content``, ``reasoning_content`` and ``tool_calls``.
 
         This shape cannot express interleaving; use :meth:`to_dict` to keep part order.
-        Unparsed tool calls are omitted here (they have no OpenAI equivalent).
+        Unparsed tool calls are included as OpenAI reports calls with invalid JSON: the
+        arguments' text as sampled (the raw call text when the format does not set the
+        arguments apart) and the name if readable, else ``""``.
         """
         out: dict[str, Any] = {"role": self.role}
-        calls = self.tool_calls
+        calls = self.attempted_tool_calls
         text = self.text
         out["content"] = text if (text or not calls) else None
         thinking = self.thinking
         if thinking is not None:
             out["reasoning_content"] = thinking
         if calls:
-            out["tool_calls"] = [
-                {
-                    **({"id": c.id} if c.id is not None else {}),
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in calls
-            ]
+            out["tool_calls"] = [_openai_call(c) for c in calls]
         if self.name is not None:
             out["name"] = self.name
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
         return out
+
+
+def _openai_call(call: ToolCallPart | UnparsedToolCallPart) -> dict[str, Any]:
+    if type(call) is ToolCallPart:
+        name, arguments = call.name, call.arguments
+    else:
+        assert type(call) is UnparsedToolCallPart
+        name = call.name or ""
+        arguments = call.arguments if call.arguments is not None else call.raw
+    return {
+        **({"id": call.id} if call.id is not None else {}),
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
 
 _WEIGHT_FIELDS = ("weight", "train", "trainable")
@@ -385,6 +411,7 @@ def _part_from_dict(d: Mapping[str, Any]) -> Part:
             id=_str_field(d, "id", required=False),
             channel=channel,
             incomplete=incomplete,
+            arguments=_str_field(d, "arguments", required=False),
         )
     raise ValueError(
         f"type: unknown part type {kind!r} (expected text, thinking, tool_call or "
@@ -442,6 +469,8 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
             out["name"] = part.name
         if part.id is not None:
             out["id"] = part.id
+        if part.arguments is not None:
+            out["arguments"] = part.arguments
     if part.channel is not None:
         out["channel"] = part.channel
     if getattr(part, "incomplete", False):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from renderers.core.messages import Message, Part, TextPart, ThinkingPart
+from renderers.core.messages import Message, Part, TextPart, ThinkingPart, UnparsedToolCallPart
 from renderers.core.tokens import TokenTable
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Termination",
     "TextDelta",
     "json_object_members",
+    "sampled_text_ids",
 ]
 
 TEXT = "text"
@@ -192,6 +195,11 @@ class PartAssembler:
         if kind == TOOL_CALL:
             self._begin()
 
+    @property
+    def start(self) -> int:
+        """The token position where the open (or last) region started."""
+        return self._start
+
     def _begin(self) -> None:
         self._index = len(self.parts)
         self.parts.append(None)
@@ -242,11 +250,19 @@ class PartAssembler:
                     return
         self._emit(text)
 
-    def next_segment(self) -> None:
-        """Start a new raw segment of the open tool-call region (e.g. name, then args)."""
+    def next_segment(self, separator: str = "") -> None:
+        """Start a new raw segment of the open tool-call region (e.g. name, then args).
+
+        ``separator`` is the marker's spelling that the call's raw text joins segments
+        with: it is streamed as a delta too, so a part's deltas spell its raw text.
+        """
         self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
+        if separator and self.events is not None:
+            if self._index < 0:
+                self._begin()
+            self.events.append(TextDelta(self._index, separator))
 
     def _flush_held(self, strip_suffix: str) -> None:
         held = self._held
@@ -474,6 +490,7 @@ class StreamParser:
         self._stop_id: int | None = None
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
+        self._draft_reported = -1  # the think block whose drafted call was reported
         self._byte_ends = _TokenByteEnds() if byte_offsets else None
 
     # -- hooks for formats ----------------------------------------------------------------
@@ -505,6 +522,24 @@ class StreamParser:
 
     def _issue(self, pos: int, message: str) -> None:
         self._issues.append(ParseIssue(pos, message))
+
+    def _keep_as_text(self, token_id: int, pos: int, why: str | None) -> None:
+        """A control token that is content where it was sampled (e.g. a tool call drafted
+        inside open reasoning): its spelling stays in the open part, reported as ``why``."""
+        if why is not None:
+            self._issue(pos, why)
+        self.asm.write(self._table.control_text(token_id) or "")
+
+    def _drafted_call(self, token_id: int, pos: int) -> None:
+        """A tool-call token inside open reasoning: reasoning ends only at its closing
+        marker, so the drafted call stays reasoning text, as inference servers keep it
+        (reported once per think block)."""
+        why = None
+        if self._draft_reported != self.asm.start:
+            self._draft_reported = self.asm.start
+            name = self._table.control_text(token_id)
+            why = f"a tool call drafted inside open reasoning ({name}) is kept as reasoning"
+        self._keep_as_text(token_id, pos, why)
 
     def _end_message(self, pos: int) -> None:
         """End the message before token ``pos`` without a stop token (it is malformed):
@@ -744,6 +779,11 @@ class StreamParser:
     def _result(self) -> ParseResult:
         parts = [p for p in self.asm.parts if p is not None]
         spans = self.asm.spans
+        for part, (start, _) in zip(self.asm.parts, spans, strict=True):
+            if type(part) is UnparsedToolCallPart and not part.incomplete:
+                # The model called a tool and the call cannot be read: an agent must know.
+                self._issues.append(ParseIssue(start, f"tool call not parsed: {part.error}"))
+        self._issues.sort(key=lambda issue: issue.position)
         message = Message(self.role, parts)
         if isinstance(message.content, str) and len(spans) > 1:
             spans = [(spans[0][0], spans[-1][1])]
@@ -781,6 +821,36 @@ def _structural_mask(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
             _MASKS.clear()
         _MASKS[key] = mask
     return mask
+
+
+_CONTROL_PATTERNS: weakref.WeakKeyDictionary[TokenTable, re.Pattern[str] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def sampled_text_ids(table: TokenTable, text: str) -> list[int]:
+    """Ids for text a model sampled (e.g. a completion an API returned as text): every
+    control-token spelling is that control token, the longest spelling winning, and the
+    text between them is ordinary text. The opposite of rendering message text, where
+    typed control spellings stay text."""
+    if table not in _CONTROL_PATTERNS:
+        spellings = sorted(table.control_tokens, key=len, reverse=True)
+        _CONTROL_PATTERNS[table] = (
+            re.compile("|".join(map(re.escape, spellings))) if spellings else None
+        )
+    pattern = _CONTROL_PATTERNS[table]
+    if pattern is None:
+        return table.encode(text)
+    ids: list[int] = []
+    at = 0
+    for match in pattern.finditer(text):
+        if match.start() > at:
+            ids += table.encode(text[at : match.start()])
+        ids.append(table.control_tokens[match.group()])
+        at = match.end()
+    if at < len(text):
+        ids += table.encode(text[at:])
+    return ids
 
 
 _JSON = json.JSONDecoder()
