@@ -18,8 +18,8 @@ parsing accepts only the canonical form the renderer writes and raises
 :class:`HarmonyError` naming what was expected at which token. Accepted silently in
 lenient mode: the recipient after the channel (``<|channel|>commentary to=functions.x``),
 ``<|constrain|>`` glued to the preceding word, a truncated body (marked ``truncated``).
-Repaired and reported as issues: a missing ``<|message|>`` before an end token or a
-``<|start|>`` (the header's trailing text that a header cannot
+Repaired and reported as issues: a missing ``<|message|>`` before an end token, a
+``<|start|>`` or the end of the tokens (the header's trailing text that a header cannot
 hold becomes the body: no sampled text is lost), a stray or repeated ``<|start|>``, an unknown
 channel (kept), an assistant message without a channel, control tokens inside a body
 (``<|channel|>`` or ``<|start|>`` start a new message, others are dropped), text between
@@ -447,6 +447,15 @@ class HarmonyMachine:
             self._close(pos, None, truncated=True)
         elif state == _HEADER and self._strict:
             raise HarmonyError(pos, "expected <|message|> before the end of the tokens")
+        elif state == _HEADER and self._header_body():
+            # Cut off where a header belongs, after text a header cannot hold (a completion
+            # that is only an answer): that text is the body of a truncated message.
+            self._problem(pos, False, "expected <|message|> before the end of the tokens")
+            body = self._open_body(missing_message=True)
+            if self._state == _BODY:
+                if body:
+                    self._write(body)
+                self._close(pos, None, truncated=True)
 
     # -- transitions -------------------------------------------------------------------------
 

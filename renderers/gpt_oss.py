@@ -687,6 +687,9 @@ class _GptOssParser(StreamParser):
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         self._at = pos
+        if not stopped:
+            # finish(): every fed id is in the stash already if a header is open.
+            self._chunk, self._chunk_base = (), pos
         self.machine.end(pos, self._stop_id if stopped else None)
 
     def cut(self, header: Header) -> None:

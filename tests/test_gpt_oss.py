@@ -895,8 +895,10 @@ def _parsed_both_ways(r: GptOssRenderer, text: str) -> ParseResult:
     return result
 
 
-def test_a_completion_that_is_only_text_is_a_text_part(r: GptOssRenderer) -> None:
-    # (Cut off without a stop token the text is still lost: left open, see the report.)
+def test_a_completion_that_is_only_text_is_a_truncated_text_part(r: GptOssRenderer) -> None:
+    result = _parsed_both_ways(r, "53 + 18 = 71")
+    assert result.message.parts == (TextPart("53 + 18 = 71", incomplete=True),)
+    assert result.termination is Termination.MALFORMED
     stopped = _parsed_both_ways(r, "53 + 18 = 71<|return|>")
     assert stopped.message.parts == (TextPart("53 + 18 = 71"),)
 
@@ -925,11 +927,11 @@ _NEXT = "<|start|>assistant<|channel|>final<|message|>ok<|end|>"
 
 @given(
     text=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40),
-    after=st.sampled_from(["<|return|>", "<|end|>", _NEXT, _NEXT + "<|return|>"]),
+    after=st.sampled_from(["", "<|return|>", "<|end|>", _NEXT, _NEXT + "<|return|>"]),
 )
 def test_text_sampled_instead_of_a_header_is_never_lost(text: str, after: str) -> None:
     """Whatever text a completion starts with where the header belongs (no header word),
-    it is the message's first text, stopped or followed by another message."""
+    it is the message's first text, cut off, stopped or followed by another message."""
     assume("<|" not in text and "to=" not in text and text.strip())
     r = GptOssRenderer(tokenizer_for("openai/gpt-oss-20b"), date=DATE)
     result = _parsed_both_ways(r, text + after)
