@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from renderers import token_table
+from renderers import TokenTable, token_table
 from renderers.core import fast_encoding
 from renderers.core.fast_encoding import PROVEN, Proven, fingerprint
 from tests.conftest import tokenizer_for
@@ -64,6 +64,50 @@ def test_a_failing_self_check_falls_back(monkeypatch: pytest.MonkeyPatch) -> Non
     wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)  # not Qwen's split pattern
     monkeypatch.setitem(fast_encoding.PROVEN, key, wrong)
     assert fast_encoding.fast_encoder(table, table._reference_encode) is None
+
+
+HF_PROVEN_MODELS = [
+    "Qwen/Qwen3-8B",
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-V3.1",
+    "moonshotai/Kimi-K2-Instruct",
+    "moonshotai/Kimi-K2-Thinking",
+    "openai/gpt-oss-20b",
+]
+
+
+@pytest.mark.parametrize("model_id", HF_PROVEN_MODELS)
+def test_the_self_check_does_not_build_the_tokenizer_copy(model_id: str) -> None:
+    """The load-time self-check compares with the tokenizer itself: the copy without added
+    tokens (seconds and 100+ MB to build) is left for texts that spell an added token."""
+    table = TokenTable(tokenizer_for(model_id))
+    assert table.fast_encoding
+    plain = table._vocabulary.plain_encoder
+    assert plain is not None
+    assert plain.__self__._plain is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model_id", HF_PROVEN_MODELS)
+def test_the_self_check_probe_encodes_like_the_tokenizer_copy(model_id: str) -> None:
+    table = TokenTable(tokenizer_for(model_id))
+    probe = table._vocabulary.probe
+    assert probe is not None
+    names = sorted(table.control_tokens)
+    texts = [fast_encoding._SAMPLE, *corpus()[:300]]
+    texts += [f"say {names[k]} now" for k in range(0, len(names), max(1, len(names) // 20))]
+    texts += [f"{a}{b}" for a in names[:3] for b in ("x", " y", "\n")]
+    expected = reference_ids(table, texts)
+    assert [probe(t) for t in texts] == expected
+
+
+def test_a_failing_self_check_against_the_probe_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = TokenTable(tokenizer_for("Qwen/Qwen3-8B"))
+    wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)
+    monkeypatch.setitem(fast_encoding.PROVEN, fingerprint(table), wrong)
+    assert not table.fast_encoding
+    assert table.encode("Hello world") == table._reference_encode("Hello world")
 
 
 # Characters at the edges of the split patterns' classes: ASCII and other digits (Nd, Nl,

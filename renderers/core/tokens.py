@@ -8,9 +8,11 @@ text that never produces a control token, even when the text spells one.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,9 +48,6 @@ class TokenTable:
         # by one NumPy gather (about twice as fast as joining a Python list).
         self._flat_bytes = np.frombuffer(b"".join(self.id_to_bytes), dtype=np.uint8)
         self._starts = np.cumsum(self.length_array) - self.length_array
-        self.id_to_str: list[str | None] = [
-            _complete_utf8(b) if b is not None else None for b in table
-        ]
         self.control_tokens: dict[str, int] = control
         self.control_ids = frozenset(control.values())
         self._id_to_control = {i: s for s, i in control.items()}
@@ -56,6 +55,12 @@ class TokenTable:
         self._encode_fn: Callable[[str], list[int]] | None = None
         self._fast = False
         self._cache: dict[str, list[int]] = {}
+
+    @cached_property
+    def id_to_str(self) -> list[str | None]:
+        """The text of each token whose bytes are complete UTF-8, else ``None`` (built on
+        first use: rendering never needs it)."""
+        return _complete_texts(self.id_to_bytes, self.valid)
 
     @property
     def _encoder(self) -> Any:
@@ -78,7 +83,7 @@ class TokenTable:
     def _encode_ordinary(self) -> Callable[[str], list[int]]:
         encode = self._encode_fn
         if encode is None:
-            fast = fast_encoder(self, self._reference_encode)
+            fast = fast_encoder(self, self._vocabulary.probe or self._reference_encode)
             self._fast = fast is not None
             encode = self._encode_fn = fast or self._reference_encode
         return encode
@@ -161,6 +166,31 @@ def _complete_utf8(b: bytes) -> str | None:
         return b.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _complete_texts(pieces: list[bytes], valid: list[bool]) -> list[str | None]:
+    """``_complete_utf8`` of every valid piece (``None`` for the others), decoding all of
+    them in one pass: joined by NUL bytes (which end any unfinished UTF-8 sequence), each
+    piece decodes as it would alone, and one that is not complete UTF-8 is the one whose
+    text holds a surrogate escape. Pieces holding a NUL byte are decoded one by one."""
+    with_nul = [i for i, b in enumerate(pieces) if b"\x00" in b]
+    joined = [b"" if b"\x00" in b else b for b in pieces] if with_nul else pieces
+    whole = b"\x00".join(joined).decode("utf-8", "surrogateescape")
+    decoded = whole.split("\x00")
+    ends = np.cumsum(np.fromiter(map(len, decoded), dtype=np.int64, count=len(decoded)) + 1)
+    bad = [m.start() for m in _SURROGATE.finditer(whole)]
+    texts: list[str | None] = list(decoded)
+    for i in np.unique(np.searchsorted(ends, bad, side="right")).tolist():
+        texts[i] = None
+    for i in with_nul:
+        texts[i] = _complete_utf8(pieces[i])
+    for i, ok in enumerate(valid):
+        if not ok:
+            texts[i] = None
+    return texts
 
 
 _TABLES: weakref.WeakKeyDictionary[Any, TokenTable] = weakref.WeakKeyDictionary()

@@ -25,8 +25,10 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from renderers.core.byte_level import bytes_to_unicode
@@ -82,6 +84,9 @@ class Vocabulary:
     plain_encoder: Callable[[], Tokenizer] | None = None
     """Hugging Face tokenizers: the tokenizer without its added tokens (built on first
     use), whose ``encode_batch`` the fast-encoding proof uses."""
+    probe: Callable[[str], list[int]] | None = None
+    """An encoder equal to ``encode`` that is cheap to start (for the fast encoder's
+    self-check at load); ``None``: ``encode`` is cheap already."""
 
 
 def read_vocabulary(tokenizer: Any) -> Vocabulary:
@@ -144,34 +149,86 @@ def _is_byte_level(backend: Tokenizer) -> bool:
 def _hugging_face_vocabulary(backend: Tokenizer) -> Vocabulary:
     if not _is_byte_level(backend):
         raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
-    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
+    spelled = _model_vocabulary(backend)
     added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
-    size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
-    pieces: list[bytes | None] = [None] * size
-    u2b = _UNICODE_TO_BYTE
-    for piece, i in vocab.items():
-        try:
-            pieces[i] = bytes([u2b[c] for c in piece])
-        except KeyError:
-            if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
-                continue
-            raise TypeError(f"token {piece!r} is not byte-level encoded") from None
+    size = max(len(spelled), max(added, default=-1) + 1)
+    # Added tokens take their text below (DeepSeek spells its control tokens 0-2 as plain
+    # text, not in the byte alphabet).
+    texts = [t if t is not None else "" for t in spelled]
+    for i in added:
+        if i < len(texts):
+            texts[i] = ""
+    converted = _byte_pieces(texts)
+    pieces: list[bytes | None] = [
+        b if t is not None else None for b, t in zip(converted, spelled, strict=True)
+    ]
+    pieces += [None] * (size - len(pieces))
     control: dict[str, int] = {}
     for i, content in added.items():
         pieces[i] = content.encode("utf-8")
         control[content] = i
-    encoder = _PlainEncoder(backend)
+    encoder = _PlainEncoder(backend, tuple(control))
     return Vocabulary(
-        pieces, control, encoder.encode, encoder.encode_with_offsets, encoder.tokenizer
+        pieces,
+        control,
+        encoder.encode,
+        encoder.encode_with_offsets,
+        encoder.tokenizer,
+        encoder.probe,
     )
+
+
+def _model_vocabulary(backend: Tokenizer) -> list[str | None]:
+    """The model's token strings by id (``None``: no token has that id), without added
+    tokens. Read id by id when the ids are dense (about twice as fast as ``get_vocab``,
+    which hashes every string into a dict)."""
+    count = backend.get_vocab_size(with_added_tokens=False)
+    id_to_token = backend.model.id_to_token
+    spelled: list[str | None] = list(
+        map(id_to_token, range(backend.get_vocab_size(with_added_tokens=True)))
+    )
+    if len(spelled) - spelled.count(None) == count:
+        return spelled
+    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)  # ids past the count
+    spelled = [None] * (max(vocab.values(), default=-1) + 1)
+    for piece, i in vocab.items():
+        spelled[i] = piece
+    return spelled
+
+
+def _byte_alphabet_table() -> np.ndarray:
+    """UTF-16 code unit -> the byte it spells in the byte alphabet, 256 for any other."""
+    table = np.full(1 << 16, 256, dtype=np.uint16)
+    for b, c in bytes_to_unicode().items():
+        table[ord(c)] = b
+    return table
+
+
+_SPELLED_BYTE = _byte_alphabet_table()
+
+
+def _byte_pieces(spelled: list[str]) -> list[bytes]:
+    """The bytes each byte-alphabet string spells, converted in one NumPy pass over all of
+    them (a per-string loop costs about half a second for a 200k vocabulary). Every
+    alphabet character is one UTF-16 code unit; anything else maps to 256 and is refused."""
+    units = np.frombuffer("".join(spelled).encode("utf-16-le"), dtype=np.uint16)
+    values = _SPELLED_BYTE[units]
+    if len(values) and int(values.max()) > 255:
+        for piece in spelled:
+            if not all(c in _UNICODE_TO_BYTE for c in piece):
+                raise TypeError(f"token {piece!r} is not byte-level encoded")
+    data = values.astype(np.uint8).tobytes()
+    ends = list(accumulate(map(len, spelled)))
+    return list(map(data.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 class _PlainEncoder:
     """A Hugging Face tokenizer without its added tokens: text is only ever split by the
     pre-tokenizer and BPE. Built on first use (parsing never needs it)."""
 
-    def __init__(self, backend: Tokenizer) -> None:
+    def __init__(self, backend: Tokenizer, added: tuple[str, ...]) -> None:
         self._backend = backend
+        self._added = added
         self._plain: Tokenizer | None = None
         self._lock = threading.Lock()
 
@@ -192,11 +249,25 @@ class _PlainEncoder:
         enc = self.tokenizer().encode(text, add_special_tokens=False)
         return enc.ids, enc.offsets
 
+    def probe(self, text: str) -> list[int]:
+        """:meth:`encode`, by the tokenizer itself when ``text`` (as given or normalized)
+        holds no added token's text: added tokens are then never matched, so the
+        tokenizer and its copy without them give the same ids, and building the copy
+        (about 1-3 s and 100-200 MB) is not needed for the fast encoder's self-check."""
+        backend = self._backend
+        if self._plain is None and backend.truncation is None and backend.padding is None:
+            normalizer = backend.normalizer
+            forms = {text, normalizer.normalize_str(text) if normalizer is not None else text}
+            if not any(a in form for a in self._added for form in forms):
+                ids: list[int] = backend.encode(text, add_special_tokens=False).ids
+                return ids
+        return self.encode(text)
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"backend": self._backend}
+        return {"backend": self._backend, "added": self._added}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["backend"])  # type: ignore[misc]
+        self.__init__(state["backend"], state["added"])  # type: ignore[misc]
 
 
 def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
