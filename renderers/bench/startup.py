@@ -3,8 +3,9 @@ loaded" to "first ``build_generation_prompt`` returned", against the tokenizer l
 
 Two ways a process gets a renderer are measured: ``get_renderer`` on the loaded tokenizer
 (a training or RL process), and unpickling a renderer (what a dataset worker does: the
-tokenizer is loaded by name, then the renderer is restored). Imports come before the
-clock starts, so the baseline is the tokenizer load alone.
+tokenizer is loaded by name, then the renderer is restored). Imports (``renderers`` with
+every renderer module, ``transformers``) come before the clock starts, so the baseline is
+the tokenizer load alone.
 
 Run as ``python -m renderers.bench.startup MODE NAME SOURCE OPTIONS_JSON`` (the child):
 it prints one JSON line.
@@ -51,6 +52,10 @@ def _rss_mib() -> float | None:
 def _child(mode: str, name: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
     import renderers
     from renderers.core.loading import load_tokenizer
+
+    from renderers.registry import renderer_classes
+
+    renderer_classes()  # every renderer module imported, as transformers below
 
     with contextlib.suppress(ImportError):
         import transformers  # noqa: F401  (imported before the clock, like renderers)
