@@ -52,7 +52,6 @@ def _rss_mib() -> float | None:
 def _child(mode: str, name: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
     import renderers
     from renderers.core.loading import load_tokenizer
-
     from renderers.registry import renderer_classes
 
     renderer_classes()  # every renderer module imported, as transformers below

@@ -255,6 +255,7 @@ def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
     """Rendering with default options (plus a fixed date), compared with the template."""
     options: dict[str, Any] = {"date": config.today} if renderer.name == "gpt_oss" else {}
     renderer = get_renderer(renderer.name, renderer.tokenizer, **options)
+    renderer.table.fast_encoding  # noqa: B018  (steady state: the lazily built encoder is built)
     messages = ten_turn_conversation(reasoning=renderer.name not in _NO_REASONING)
     prompt_messages = messages[:-1]
     rows = []
