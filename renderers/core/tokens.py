@@ -8,12 +8,14 @@ text that never produces a control token, even when the text spells one.
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from functools import cached_property
+from itertools import compress, count
 from typing import Any
 
 import numpy as np
@@ -243,20 +245,23 @@ def _complete_texts(pieces: list[bytes], valid: list[bool]) -> list[str | None]:
     them in one pass: joined by NUL bytes (which end any unfinished UTF-8 sequence), each
     piece decodes as it would alone, and one that is not complete UTF-8 is the one whose
     text holds a surrogate escape. Pieces holding a NUL byte are decoded one by one."""
-    with_nul = [i for i, b in enumerate(pieces) if b"\x00" in b]
-    joined = [b"" if b"\x00" in b else b for b in pieces] if with_nul else pieces
+    ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+    flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    with_nul = sorted(set(np.searchsorted(ends, np.flatnonzero(flat == 0), "right").tolist()))
+    joined = list(pieces)
+    for i in with_nul:
+        joined[i] = b""
     whole = b"\x00".join(joined).decode("utf-8", "surrogateescape")
     decoded = whole.split("\x00")
-    ends = np.cumsum(np.fromiter(map(len, decoded), dtype=np.int64, count=len(decoded)) + 1)
+    char_ends = np.cumsum(np.fromiter(map(len, decoded), dtype=np.int64, count=len(decoded)) + 1)
     bad = [m.start() for m in _SURROGATE.finditer(whole)]
     texts: list[str | None] = list(decoded)
-    for i in np.unique(np.searchsorted(ends, bad, side="right")).tolist():
+    for i in set(np.searchsorted(char_ends, bad, "right").tolist()):
         texts[i] = None
     for i in with_nul:
         texts[i] = _complete_utf8(pieces[i])
-    for i, ok in enumerate(valid):
-        if not ok:
-            texts[i] = None
+    for i in compress(count(), map(operator.not_, valid)):
+        texts[i] = None
     return texts
 
 

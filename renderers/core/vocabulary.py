@@ -194,6 +194,8 @@ def _hugging_face_pieces(backend: Tokenizer, added: dict[int, str]) -> list[byte
     pieces += [None] * (size - len(pieces))
     for i, content in added.items():
         pieces[i] = content.encode("utf-8")
+    while pieces and pieces[-1] is None:  # the size is the largest id + 1
+        pieces.pop()
     return pieces
 
 
@@ -236,6 +238,7 @@ def _byte_pieces(spelled: list[str]) -> list[bytes]:
         for piece in spelled:
             if not all(c in _UNICODE_TO_BYTE for c in piece):
                 raise TypeError(f"token {piece!r} is not byte-level encoded")
+        raise TypeError("the vocabulary is not byte-level encoded")  # not reached
     data = values.astype(np.uint8).tobytes()
     ends = list(accumulate(map(len, spelled)))
     return list(map(data.__getitem__, map(slice, [0, *ends[:-1]], ends)))
