@@ -3,13 +3,15 @@ corpus for every tokenizer it is enabled for; any other tokenizer keeps ``tokeni
 
 from __future__ import annotations
 
+import pickle
 import random
+import unicodedata
 from typing import Any
 
 import pytest
 
-from renderers import token_table
-from renderers.core import fast_encoding
+from renderers import TokenTable, token_table
+from renderers.core import fast_encoding, tokens
 from renderers.core.fast_encoding import PROVEN, Proven, fingerprint
 from tests.conftest import tokenizer_for
 from tests.texts import corpus
@@ -64,6 +66,92 @@ def test_a_failing_self_check_falls_back(monkeypatch: pytest.MonkeyPatch) -> Non
     wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)  # not Qwen's split pattern
     monkeypatch.setitem(fast_encoding.PROVEN, key, wrong)
     assert fast_encoding.fast_encoder(table, table._reference_encode) is None
+
+
+HF_PROVEN_MODELS = [
+    "Qwen/Qwen3-8B",
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-V3.1",
+    "moonshotai/Kimi-K2-Instruct",
+    "moonshotai/Kimi-K2-Thinking",
+    "openai/gpt-oss-20b",
+]
+
+
+@pytest.mark.parametrize("model_id", HF_PROVEN_MODELS)
+def test_the_self_check_does_not_build_the_tokenizer_copy(model_id: str) -> None:
+    """The load-time self-check compares with the tokenizer itself: the copy without added
+    tokens (seconds and 100+ MB to build) is left for texts that spell an added token."""
+    table = TokenTable(tokenizer_for(model_id))
+    assert table.fast_encoding
+    plain = table._vocabulary.plain_encoder
+    assert plain is not None
+    assert plain.__self__._plain is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model_id", HF_PROVEN_MODELS)
+def test_the_self_check_probe_encodes_like_the_tokenizer_copy(model_id: str) -> None:
+    table = TokenTable(tokenizer_for(model_id))
+    probe = table._vocabulary.probe
+    assert probe is not None
+    names = sorted(table.control_tokens)
+    texts = [fast_encoding._SAMPLE, *corpus()[:300]]
+    texts += [f"say {names[k]} now" for k in range(0, len(names), max(1, len(names) // 20))]
+    texts += [f"{a}{b}" for a in names[:3] for b in ("x", " y", "\n")]
+    expected = reference_ids(table, texts)
+    assert [probe(t) for t in texts] == expected
+
+
+@pytest.mark.parametrize("model_id", HF_PROVEN_MODELS)
+def test_text_encoded_before_the_fast_encoder_is_built_has_the_tokenizers_ids(
+    model_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the fast encoder is built, the tokenizer itself encodes (guarded: a text that
+    spells an added token settles on the final encoder at once); ids never differ."""
+    monkeypatch.setattr(tokens, "_INTERIM_SECONDS", float("inf"))
+    table = TokenTable(tokenizer_for(model_id))
+    names = sorted(table.control_tokens)
+    plain = [
+        t
+        for t in [*corpus()[:400], fast_encoding._SAMPLE * 30]
+        if not any(n in t or n in unicodedata.normalize("NFC", t) for n in names)
+    ]
+    assert len(plain) > 300
+    reference = token_table(tokenizer_for(model_id))  # its own copy of the tokenizer
+    assert [table.encode(t) for t in plain] == reference_ids(reference, plain)
+    assert not _settled(table)  # still the tokenizer's own encoder
+    spelled = [f"a {name} b" for name in names[:: max(1, len(names) // 10)]]
+    got = [table.encode(t) for t in spelled]
+    assert _settled(table)  # on the first text spelling a control token
+    assert got == reference_ids(reference, spelled)
+    assert not table.control_ids & {i for ids in got for i in ids}
+
+
+def test_the_fast_encoder_is_built_once_encoding_took_long_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tokens, "_INTERIM_SECONDS", 0.0)
+    table = TokenTable(tokenizer_for("Qwen/Qwen3-8B"))
+    assert not _settled(table)
+    assert table.encode("Hello world") == table._reference_encode("Hello world")
+    assert _settled(table) and table._fast
+    copy = pickle.loads(pickle.dumps(table))
+    assert not _settled(copy) and copy.encode("Hello world") == table.encode("Hello world")
+
+
+def _settled(table: TokenTable) -> bool:
+    """Whether the table has settled on its final encoder (built the fast one)."""
+    return table._final is not None
+
+
+def test_a_failing_self_check_against_the_probe_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = TokenTable(tokenizer_for("Qwen/Qwen3-8B"))
+    wrong = Proven("Qwen/Qwen3-8B", r"\S+|\s+", nfc=True)
+    monkeypatch.setitem(fast_encoding.PROVEN, fingerprint(table), wrong)
+    assert not table.fast_encoding
+    assert table.encode("Hello world") == table._reference_encode("Hello world")
 
 
 # Characters at the edges of the split patterns' classes: ASCII and other digits (Nd, Nl,

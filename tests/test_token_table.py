@@ -165,3 +165,74 @@ def test_tml_tokenizers_are_pickled_by_their_class_and_shared_in_a_process() -> 
     # A tokenizer its class cannot rebuild without arguments is pickled with the renderer.
     toy = pickle.loads(pickle.dumps(get_renderer("qwen3", tokenizer_for("Qwen/Qwen3-8B"))))
     assert toy.table is token_table(tokenizer_for("Qwen/Qwen3-8B"))
+
+
+# -- how the table is built (one vectorized pass, checked against the per-token way) --------
+
+
+@pytest.mark.parametrize("model_id", MODELS)
+def test_every_token_has_the_bytes_its_vocabulary_spells(model_id: str) -> None:
+    from renderers.core.byte_level import bytes_to_unicode
+
+    backend = tokenizer_for(model_id).backend_tokenizer
+    table = token_table(tokenizer_for(model_id))
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
+    expected: dict[int, bytes] = {
+        i: bytes(byte_of[c] for c in piece)
+        for piece, i in backend.get_vocab(with_added_tokens=False).items()
+        if i not in added
+    }
+    expected.update({i: content.encode("utf-8") for i, content in added.items()})
+    assert table.vocab_size == max(expected) + 1
+    assert [i for i, ok in enumerate(table.valid) if ok] == sorted(expected)
+    assert all(table.id_to_bytes[i] == b for i, b in expected.items())
+
+
+def _complete_or_none(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@pytest.mark.parametrize("model_id", MODELS + TML_MODELS)
+def test_token_texts_are_the_complete_utf8_of_their_bytes(model_id: str) -> None:
+    table = token_table(tokenizer_for(model_id))
+    expected = [
+        _complete_or_none(b) if ok else None
+        for b, ok in zip(table.id_to_bytes, table.valid, strict=True)
+    ]
+    assert table.id_to_str == expected
+    assert 0 < expected.count(None) < len(expected)
+
+
+def test_token_texts_of_nul_bytes_cut_sequences_and_encoded_surrogates() -> None:
+    from renderers.core.tokens import _complete_texts
+
+    pieces = [
+        b"\x00",
+        b"a\x00\xe4",
+        b"\xe4\xb8",
+        b"\xe4\xb8\xad",
+        b"",
+        b"\xed\xa0\x80",  # an encoded surrogate: not UTF-8
+        b"\xff",
+        b"ok",
+        b"\xb8\xad",
+        b"x",
+    ]
+    valid = [True] * len(pieces)
+    valid[-1] = False
+    assert _complete_texts(pieces, valid) == [
+        "\x00",
+        None,
+        None,
+        "中",
+        "",
+        None,
+        None,
+        "ok",
+        None,
+        None,
+    ]

@@ -90,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = suite.Config(
         models, lengths, feeds, repeats, memory, quiet=args.quiet, tokenizers=tokenizers
     )
+    if args.quick:  # one fresh process per model, the get_renderer path only
+        config.startup_repeats, config.startup_modes = 1, ("get_renderer",)
     machine = suite.machine()
     rows = suite.run(config)
     for path in report.write(rows, machine, config, args.output):

@@ -16,6 +16,7 @@ import numpy as np
 from renderers import Renderer, get_renderer
 from renderers.bench import peers
 from renderers.bench.measure import Progress, Row, paired_median_seconds, peak_memory_bytes
+from renderers.bench.startup import MODES, startup_rows
 from renderers.bench.workloads import TOOLS, complete_ids, completions, ten_turn_conversation
 
 
@@ -30,6 +31,9 @@ class Config:
     today: str = field(default_factory=lambda: _dt.date.today().isoformat())
     tokenizers: dict[str, Any] = field(default_factory=dict)
     """Tokenizer objects by renderer name, where not the default model's."""
+    startup_repeats: int = 3
+    """Fresh processes per start-up measure (each loads its tokenizer: seconds each)."""
+    startup_modes: tuple[str, ...] = MODES
 
 
 def _template_ids(
@@ -113,10 +117,15 @@ def _jinja_template(source: str) -> Any:
 
 def run(config: Config) -> list[Row]:
     rows: list[Row] = []
-    steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 3)
+    steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 4)
     progress = Progress(steps, config.quiet)
     for name in config.models:
-        renderer = get_renderer(name, config.tokenizers.get(name), **_bench_options(name, config))
+        options = _bench_options(name, config)
+        renderer = get_renderer(name, config.tokenizers.get(name), **options)
+        progress.step(f"{name}: start-up in fresh processes")
+        rows += startup_rows(
+            renderer, options, repeats=config.startup_repeats, modes=config.startup_modes
+        )
         decode = renderer.tokenizer.decode
         # nominal length -> (seconds, actual tokens)
         parse_by_length: dict[int, tuple[float, int]] = {}
@@ -246,6 +255,7 @@ def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
     """Rendering with default options (plus a fixed date), compared with the template."""
     options: dict[str, Any] = {"date": config.today} if renderer.name == "gpt_oss" else {}
     renderer = get_renderer(renderer.name, renderer.tokenizer, **options)
+    renderer.table.fast_encoding  # noqa: B018  (steady state: the lazily built encoder is built)
     messages = ten_turn_conversation(reasoning=renderer.name not in _NO_REASONING)
     prompt_messages = messages[:-1]
     rows = []

@@ -15,6 +15,7 @@ import hashlib
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress, count
 from typing import Any, Protocol
 
 __all__ = ["PROVEN", "ByteVocabulary", "fast_encoder", "fingerprint"]
@@ -156,8 +157,11 @@ def build(table: ByteVocabulary, proven: Proven) -> Callable[[str], list[int]] |
         import tiktoken
     except ImportError:
         return None
-    control = table.control_ids
-    ranks = {b: i for i, b in enumerate(table.id_to_bytes) if table.valid[i] and i not in control}
+    keep = list(table.valid)
+    for i in table.control_ids:
+        keep[i] = False
+    # The same dict as {b: i for ordinary ids i}, built without a Python-level loop.
+    ranks = dict(zip(compress(table.id_to_bytes, keep), compress(count(), keep), strict=False))
     encoding = tiktoken.Encoding(
         name=f"renderers:{proven.model}",
         pat_str=proven.pattern,

@@ -8,9 +8,14 @@ text that never produces a control token, even when the text spells one.
 
 from __future__ import annotations
 
+import operator
+import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
+from functools import cached_property
+from itertools import compress, count
 from typing import Any
 
 import numpy as np
@@ -33,29 +38,71 @@ class TokenTable:
 
     def __init__(self, tokenizer: Any) -> None:
         vocabulary = read_vocabulary(tokenizer)
-        table = vocabulary.pieces
         control = vocabulary.control
-        size = len(table)
-        self.vocab_size = size
-        self.id_to_bytes: list[bytes] = [b if b is not None else b"" for b in table]
-        self.valid = [b is not None for b in table]
-        # The same as NumPy arrays, for validating and measuring whole chunks at once.
-        self.valid_array = np.fromiter(self.valid, dtype=bool, count=size)
-        self.length_array = np.fromiter(map(len, self.id_to_bytes), dtype=np.int64, count=size)
-        # Every token's bytes end to end and where each starts: a long run of ids is joined
-        # by one NumPy gather (about twice as fast as joining a Python list).
-        self._flat_bytes = np.frombuffer(b"".join(self.id_to_bytes), dtype=np.uint8)
-        self._starts = np.cumsum(self.length_array) - self.length_array
-        self.id_to_str: list[str | None] = [
-            _complete_utf8(b) if b is not None else None for b in table
-        ]
         self.control_tokens: dict[str, int] = control
         self.control_ids = frozenset(control.values())
         self._id_to_control = {i: s for s, i in control.items()}
         self._vocabulary = vocabulary
-        self._encode_fn: Callable[[str], list[int]] | None = None
+        self._init_encoding()
+
+    def _init_encoding(self) -> None:
+        # Text is encoded by the tokenizer itself until the fast encoder is built (see
+        # _interim_encode); _encode_fn is whichever encodes now.
+        self._final: Callable[[str], list[int]] | None = None
+        self._encode_fn: Callable[[str], list[int]] = self._interim_encode
+        self._interim_seconds = 0.0
         self._fast = False
+        self._lock = threading.Lock()
         self._cache: dict[str, list[int]] = {}
+
+    # -- the vocabulary, read on first need (rendering a prompt needs none of it) ------------
+
+    @cached_property
+    def _pieces(self) -> list[bytes | None]:
+        return self._vocabulary.read_pieces()
+
+    @cached_property
+    def vocab_size(self) -> int:
+        """Ids are ``0 .. vocab_size - 1`` (some may be no token)."""
+        return len(self._pieces)
+
+    @cached_property
+    def id_to_bytes(self) -> list[bytes]:
+        """The bytes of every token id (``b""`` where no token has that id)."""
+        return [b if b is not None else b"" for b in self._pieces]
+
+    @cached_property
+    def valid(self) -> list[bool]:
+        """Whether each id is a token."""
+        return [b is not None for b in self._pieces]
+
+    @cached_property
+    def valid_array(self) -> np.ndarray:
+        """:attr:`valid` as a NumPy array, for validating whole chunks at once."""
+        return np.fromiter(self.valid, dtype=bool, count=self.vocab_size)
+
+    @cached_property
+    def length_array(self) -> np.ndarray:
+        """The byte length of every token, as a NumPy array."""
+        return np.fromiter(map(len, self.id_to_bytes), dtype=np.int64, count=self.vocab_size)
+
+    @cached_property
+    def _flat_bytes(self) -> np.ndarray:
+        # Every token's bytes end to end (with _starts): a long run of ids is joined by one
+        # NumPy gather (about twice as fast as joining a Python list).
+        return np.frombuffer(b"".join(self.id_to_bytes), dtype=np.uint8)
+
+    @cached_property
+    def _starts(self) -> np.ndarray:
+        starts: np.ndarray = np.cumsum(self.length_array) - self.length_array
+        return starts
+
+    @cached_property
+    def id_to_str(self) -> list[str | None]:
+        """The text of each token whose bytes are complete UTF-8, else ``None``."""
+        return _complete_texts(self.id_to_bytes, self.valid)
+
+    # -- encoding ------------------------------------------------------------------------
 
     @property
     def _encoder(self) -> Any:
@@ -70,24 +117,50 @@ class TokenTable:
 
     @property
     def fast_encoding(self) -> bool:
-        """Whether ordinary text is encoded with tiktoken (a proven-equal fast path)."""
+        """Whether ordinary text is encoded with tiktoken (a proven-equal fast path); asking
+        builds it."""
         self._encode_ordinary  # noqa: B018  (builds the encoder)
         return self._fast
 
     @property
     def _encode_ordinary(self) -> Callable[[str], list[int]]:
-        encode = self._encode_fn
+        """The encoder text settles on: tiktoken if proven equal and its self-check passes,
+        else the tokenizer's own (built now if not yet)."""
+        encode = self._final
         if encode is None:
-            fast = fast_encoder(self, self._reference_encode)
-            self._fast = fast is not None
-            encode = self._encode_fn = fast or self._reference_encode
+            with self._lock:
+                encode = self._final
+                if encode is None:
+                    probe = self._vocabulary.probe
+                    fast = fast_encoder(self, probe)
+                    self._fast = fast is not None
+                    encode = self._final = fast or probe
+                    self._encode_fn = encode
         return encode
+
+    def _interim_encode(self, text: str) -> list[int]:
+        """The tokenizer's own ids while they come cheaply, until encoding has taken
+        ``_INTERIM_SECONDS`` (then the fast encoder is built: a few tenths of a second that
+        a process rendering one prompt does not pay, and one rendering many soon repays)."""
+        start = time.perf_counter()
+        quick = self._vocabulary.quick
+        ids = quick(text) if quick is not None else self._vocabulary.encode(text)
+        if ids is None:  # the text spells an added token: settle now
+            return self._encode_ordinary(text)
+        self._interim_seconds += time.perf_counter() - start
+        if self._interim_seconds > _INTERIM_SECONDS:
+            self._encode_ordinary  # noqa: B018  (builds the encoder)
+        return ids
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_encode_fn"] = None
-        state["_cache"] = {}
+        for name in ("_final", "_encode_fn", "_interim_seconds", "_fast", "_lock", "_cache"):
+            del state[name]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_encoding()
 
     def control_id(self, text: str) -> int:
         """The id of the control token spelled ``text`` (``KeyError`` if there is none)."""
@@ -105,12 +178,12 @@ class TokenTable:
         if len(text) <= 256:
             cached = self._cache.get(text)
             if cached is None:
-                cached = self._encode_ordinary(text)
+                cached = self._encode_fn(text)
                 if len(self._cache) >= 65536:
                     self._cache.clear()
                 self._cache[text] = cached
             return list(cached)
-        return self._encode_ordinary(text)
+        return self._encode_fn(text)
 
     def clear_cache(self) -> None:
         """Forget cached encodings of short texts (benchmarks measure cold rendering)."""
@@ -154,6 +227,7 @@ class TokenTable:
 
 
 _GATHER_CHUNK = 1 << 15
+_INTERIM_SECONDS = 0.1
 
 
 def _complete_utf8(b: bytes) -> str | None:
@@ -161,6 +235,34 @@ def _complete_utf8(b: bytes) -> str | None:
         return b.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _complete_texts(pieces: list[bytes], valid: list[bool]) -> list[str | None]:
+    """``_complete_utf8`` of every valid piece (``None`` for the others), decoding all of
+    them in one pass: joined by NUL bytes (which end any unfinished UTF-8 sequence), each
+    piece decodes as it would alone, and one that is not complete UTF-8 is the one whose
+    text holds a surrogate escape. Pieces holding a NUL byte are decoded one by one."""
+    ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+    flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    with_nul = sorted(set(np.searchsorted(ends, np.flatnonzero(flat == 0), "right").tolist()))
+    joined = list(pieces)
+    for i in with_nul:
+        joined[i] = b""
+    whole = b"\x00".join(joined).decode("utf-8", "surrogateescape")
+    decoded = whole.split("\x00")
+    char_ends = np.cumsum(np.fromiter(map(len, decoded), dtype=np.int64, count=len(decoded)) + 1)
+    bad = [m.start() for m in _SURROGATE.finditer(whole)]
+    texts: list[str | None] = list(decoded)
+    for i in set(np.searchsorted(char_ends, bad, "right").tolist()):
+        texts[i] = None
+    for i in with_nul:
+        texts[i] = _complete_utf8(pieces[i])
+    for i in compress(count(), map(operator.not_, valid)):
+        texts[i] = None
+    return texts
 
 
 _TABLES: weakref.WeakKeyDictionary[Any, TokenTable] = weakref.WeakKeyDictionary()

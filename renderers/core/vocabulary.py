@@ -19,14 +19,18 @@ text pieces merged into one token need) are recovered from it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import re
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from renderers.core.byte_level import bytes_to_unicode
@@ -69,19 +73,36 @@ class OrdinaryTokenizer(Protocol):
 class Vocabulary:
     """What a token table is built from.
 
-    ``pieces[i]`` are the bytes of token ``i`` (``None``: no token has that id; a control
-    token's bytes are its text); ``control`` maps each control token's text to its id;
-    ``encode`` is the tokenizer's own ordinary-text encoder and ``encode_with_offsets``
-    also gives each token's character span in the text.
+    ``read_pieces()`` gives the bytes of every token ``i`` (``None``: no token has that
+    id; a control token's bytes are its text), read on first need (a fraction of a second
+    for a large vocabulary; rendering a prompt does not need it); ``control`` maps each
+    control token's text to its id; ``encode`` is the tokenizer's own ordinary-text
+    encoder and ``encode_with_offsets`` also gives each token's character span in the text.
     """
 
-    pieces: list[bytes | None]
+    read_pieces: Callable[[], list[bytes | None]]
     control: dict[str, int]
     encode: Callable[[str], list[int]]
     encode_with_offsets: Callable[[str], tuple[list[int], Offsets]]
     plain_encoder: Callable[[], Tokenizer] | None = None
     """Hugging Face tokenizers: the tokenizer without its added tokens (built on first
     use), whose ``encode_batch`` the fast-encoding proof uses."""
+    quick: Callable[[str], list[int] | None] | None = None
+    """``encode``'s ids where they come cheaply (a Hugging Face tokenizer encoding text
+    that spells no added token), else ``None``; ``None`` here: ``encode`` is cheap."""
+
+    @property
+    def probe(self) -> Callable[[str], list[int]]:
+        """``encode``, by ``quick`` where it answers (the fast encoder's self-check)."""
+        quick, encode = self.quick, self.encode
+        if quick is None:
+            return encode
+
+        def probe(text: str) -> list[int]:
+            ids = quick(text)
+            return encode(text) if ids is None else ids
+
+        return probe
 
 
 def read_vocabulary(tokenizer: Any) -> Vocabulary:
@@ -144,34 +165,93 @@ def _is_byte_level(backend: Tokenizer) -> bool:
 def _hugging_face_vocabulary(backend: Tokenizer) -> Vocabulary:
     if not _is_byte_level(backend):
         raise TypeError("unsupported tokenizer: only byte-level BPE tokenizers are supported")
-    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
     added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
-    size = max(max(vocab.values(), default=-1), max(added, default=-1)) + 1
-    pieces: list[bytes | None] = [None] * size
-    u2b = _UNICODE_TO_BYTE
-    for piece, i in vocab.items():
-        try:
-            pieces[i] = bytes([u2b[c] for c in piece])
-        except KeyError:
-            if i in added:  # DeepSeek spells its control tokens 0-2 as plain text
-                continue
-            raise TypeError(f"token {piece!r} is not byte-level encoded") from None
-    control: dict[str, int] = {}
+    control = {content: i for i, content in added.items()}
+    encoder = _PlainEncoder(backend, tuple(control))
+    return Vocabulary(
+        functools.partial(_hugging_face_pieces, backend, added),
+        control,
+        encoder.encode,
+        encoder.encode_with_offsets,
+        encoder.tokenizer,
+        encoder.quick,
+    )
+
+
+def _hugging_face_pieces(backend: Tokenizer, added: dict[int, str]) -> list[bytes | None]:
+    spelled = _model_vocabulary(backend)
+    size = max(len(spelled), max(added, default=-1) + 1)
+    # Added tokens take their text below (DeepSeek spells its control tokens 0-2 as plain
+    # text, not in the byte alphabet).
+    texts = [t if t is not None else "" for t in spelled]
+    for i in added:
+        if i < len(texts):
+            texts[i] = ""
+    converted = _byte_pieces(texts)
+    pieces: list[bytes | None] = [
+        b if t is not None else None for b, t in zip(converted, spelled, strict=True)
+    ]
+    pieces += [None] * (size - len(pieces))
     for i, content in added.items():
         pieces[i] = content.encode("utf-8")
-        control[content] = i
-    encoder = _PlainEncoder(backend)
-    return Vocabulary(
-        pieces, control, encoder.encode, encoder.encode_with_offsets, encoder.tokenizer
+    while pieces and pieces[-1] is None:  # the size is the largest id + 1
+        pieces.pop()
+    return pieces
+
+
+def _model_vocabulary(backend: Tokenizer) -> list[str | None]:
+    """The model's token strings by id (``None``: no token has that id), without added
+    tokens. Read id by id when the ids are dense (about twice as fast as ``get_vocab``,
+    which hashes every string into a dict)."""
+    count = backend.get_vocab_size(with_added_tokens=False)
+    id_to_token = backend.model.id_to_token
+    spelled: list[str | None] = list(
+        map(id_to_token, range(backend.get_vocab_size(with_added_tokens=True)))
     )
+    if len(spelled) - spelled.count(None) == count:
+        return spelled
+    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)  # ids past the count
+    spelled = [None] * (max(vocab.values(), default=-1) + 1)
+    for piece, i in vocab.items():
+        spelled[i] = piece
+    return spelled
+
+
+def _byte_alphabet_table() -> np.ndarray:
+    """UTF-16 code unit -> the byte it spells in the byte alphabet, 256 for any other."""
+    table = np.full(1 << 16, 256, dtype=np.uint16)
+    for b, c in bytes_to_unicode().items():
+        table[ord(c)] = b
+    return table
+
+
+_SPELLED_BYTE = _byte_alphabet_table()
+
+
+def _byte_pieces(spelled: list[str]) -> list[bytes]:
+    """The bytes each byte-alphabet string spells, converted in one NumPy pass over all of
+    them (a per-string loop costs about half a second for a 200k vocabulary). Every
+    alphabet character is one UTF-16 code unit; anything else maps to 256 and is refused."""
+    units = np.frombuffer("".join(spelled).encode("utf-16-le"), dtype=np.uint16)
+    values = _SPELLED_BYTE[units]
+    if len(values) and int(values.max()) > 255:
+        for piece in spelled:
+            if not all(c in _UNICODE_TO_BYTE for c in piece):
+                raise TypeError(f"token {piece!r} is not byte-level encoded")
+        raise TypeError("the vocabulary is not byte-level encoded")  # not reached
+    data = values.astype(np.uint8).tobytes()
+    ends = list(accumulate(map(len, spelled)))
+    return list(map(data.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 class _PlainEncoder:
     """A Hugging Face tokenizer without its added tokens: text is only ever split by the
     pre-tokenizer and BPE. Built on first use (parsing never needs it)."""
 
-    def __init__(self, backend: Tokenizer) -> None:
+    def __init__(self, backend: Tokenizer, added: tuple[str, ...]) -> None:
         self._backend = backend
+        self._added = added
+        self._added_literals: _Literals | None = None
         self._plain: Tokenizer | None = None
         self._lock = threading.Lock()
 
@@ -192,11 +272,60 @@ class _PlainEncoder:
         enc = self.tokenizer().encode(text, add_special_tokens=False)
         return enc.ids, enc.offsets
 
+    def quick(self, text: str) -> list[int] | None:
+        """:meth:`encode`'s ids by the tokenizer itself when ``text`` (as given or
+        normalized) holds no added token's text: added tokens are then never matched, so
+        the tokenizer and its copy without them give the same ids, and the copy (about
+        1-3 s and 100-200 MB to build) is not needed. ``None`` when that does not hold."""
+        if self._plain is not None:
+            return self.encode(text)
+        backend = self._backend
+        if backend.truncation is not None or backend.padding is not None:
+            return None
+        added = self._added_literals
+        if added is None:
+            added = self._added_literals = _Literals(self._added)
+        if added.found_in(text):
+            return None
+        normalizer = backend.normalizer
+        if normalizer is not None and added.found_in(normalizer.normalize_str(text)):
+            return None
+        ids: list[int] = backend.encode(text, add_special_tokens=False).ids
+        return ids
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"backend": self._backend}
+        return {"backend": self._backend, "added": self._added}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["backend"])  # type: ignore[misc]
+        self.__init__(state["backend"], state["added"])  # type: ignore[misc]
+
+
+class _Literals:
+    """Whether a text holds any of some literal texts: candidates are found by first
+    character (one character-class scan), so setting up costs nothing even for a
+    thousand literals (a regex alternation of them takes a fifth of a second to compile)."""
+
+    def __init__(self, texts: tuple[str, ...]) -> None:
+        self._empty = "" in texts
+        by_first: dict[str, list[str]] = {}
+        for t in texts:
+            if t:
+                by_first.setdefault(t[0], []).append(t)
+        self._by_first = {c: tuple(ts) for c, ts in by_first.items()}
+        firsts = "".join(sorted(by_first))
+        self._first = re.compile("[" + re.escape(firsts) + "]") if firsts else None
+
+    def found_in(self, text: str) -> bool:
+        if self._empty:
+            return True
+        if self._first is None:
+            return False
+        by_first, startswith = self._by_first, text.startswith
+        for m in self._first.finditer(text):
+            p = m.start()
+            if any(startswith(t, p) for t in by_first[text[p]]):
+                return True
+        return False
 
 
 def _without_added_tokens(backend: Tokenizer) -> Tokenizer:
@@ -230,6 +359,20 @@ def _ordinary_vocabulary(tokenizer: OrdinaryTokenizer) -> Vocabulary:
     for name in tokenizer.special_tokens():
         i = tokenizer.encode_special(name)
         control[decode([i]).decode("utf-8")] = i
+    read_pieces = functools.cache(functools.partial(_ordinary_pieces, decode, control))
+    encode = tokenizer.encode_ordinary
+    form = _normalization(encode, decode)
+
+    def encode_with_offsets(text: str) -> tuple[list[int], Offsets]:
+        ids = encode(text)
+        return ids, _offsets(ids, read_pieces(), text, form)
+
+    return Vocabulary(read_pieces, control, encode, encode_with_offsets)
+
+
+def _ordinary_pieces(
+    decode: Callable[[list[int]], bytes], control: dict[str, int]
+) -> list[bytes | None]:
     last_control = max(control.values(), default=-1)
     pieces: list[bytes | None] = []
     last_valid = -1
@@ -242,14 +385,7 @@ def _ordinary_vocabulary(tokenizer: OrdinaryTokenizer) -> Vocabulary:
             pieces.append(None)
         i += 1
     del pieces[last_valid + 1 :]
-    encode = tokenizer.encode_ordinary
-    form = _normalization(encode, decode)
-
-    def encode_with_offsets(text: str) -> tuple[list[int], Offsets]:
-        ids = encode(text)
-        return ids, _offsets(ids, pieces, text, form)
-
-    return Vocabulary(pieces, control, encode, encode_with_offsets)
+    return pieces
 
 
 def _normalization(
