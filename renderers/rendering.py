@@ -164,7 +164,6 @@ class Renderer:
         any message).
         """
         msgs = coerce_messages(messages)
-        writer = self._write(msgs, tools, options, add_generation_prompt=False)
         selected = selected_messages(msgs, train_on, self.roles)
         everything = selected is None
         chosen = selected if selected is not None else [True] * len(msgs)
@@ -173,6 +172,8 @@ class Renderer:
         ]
         if not everything and not any(message_weights):
             raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")
+        trained = [i for i, weight in enumerate(message_weights) if weight]
+        writer = self._write(msgs, tools, options, add_generation_prompt=False, trained=trained)
         pieces = writer.piece_weights(
             message_weights,
             [everything or m.role != "assistant" for m in msgs],
@@ -328,6 +329,7 @@ class Renderer:
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
         add_generation_prompt: bool,
+        trained: Collection[int] = (),
     ) -> TokenWriter:
         msgs = (
             messages
@@ -341,7 +343,7 @@ class Renderer:
                     f"(expected one of {', '.join(self.roles)})"
                 )
         tool_list = normalize_tools(tools)
-        writer = TokenWriter(self.table)
+        writer = TokenWriter(self.table, trained)
         self._render(
             writer,
             msgs,
