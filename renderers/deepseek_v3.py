@@ -141,6 +141,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
     join_text,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -150,7 +151,6 @@ from renderers.core.parsing import (
     StreamParser,
     ToolCallBuilder,
 )
-from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,

@@ -101,6 +101,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -109,7 +110,6 @@ from renderers.core.parsing import (
     ParseResult,
     StreamParser,
 )
-from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,

@@ -54,8 +54,8 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.options import Reasoning, reasoning_error
+from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
@@ -192,11 +192,10 @@ class Qwen3Renderer(Renderer):
         is refused or dropped (option ``reasoning``)."""
         reasoning = any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts)
         if options.enable_thinking:
-            if reasoning and not think_block:
-                if options.reasoning == "error":
-                    raise reasoning_error(
-                        self.name, i, "its template drops reasoning before the last user query"
-                    )
+            if reasoning and not think_block and options.reasoning == "error":
+                raise reasoning_error(
+                    self.name, i, "its template drops reasoning before the last user query"
+                )
             return parts, think_block
         if not think_block:
             raise ValueError(
@@ -208,8 +207,9 @@ class Qwen3Renderer(Renderer):
         if reasoning:
             if options.reasoning == "error":
                 raise reasoning_error(
-                    self.name, i, "with enable_thinking=False the generation prompt closes an "
-                    "empty think block"
+                    self.name,
+                    i,
+                    "with enable_thinking=False the generation prompt closes an empty think block",
                 )
             parts = [p for p in parts if type(p) is not ThinkingPart]
         return parts, True

@@ -137,13 +137,15 @@ CANNOT_RENDER_REASONING = {
 }
 
 V31_TRAINED = (
-    r": deepseek_v3\.1's template drops the reasoning of this trained turn; pass "
-    r"thinking=True, keep_thinking=True to train on it, or remove the reasoning$"
+    r": deepseek_v3\.1 cannot write the reasoning of this trained turn \(its template drops "
+    r"it; pass thinking=True, keep_thinking=True to train on it\); pass reasoning='drop' to "
+    r"leave it out, or remove it$"
 )
 KIMI_TRAINED = (
-    r": kimi_k2_thinking's template drops the reasoning of this trained turn \(the "
-    r"conversation's first plain answer\); pass keep_last_reasoning=True to train on it, "
-    r"or remove the reasoning$"
+    r": kimi_k2_thinking cannot write the reasoning of this trained turn \(its template "
+    r"writes <think></think> for every turn up to the conversation's first plain answer; "
+    r"keep_last_reasoning=True keeps the last turn's\); pass reasoning='drop' to leave it "
+    r"out, or remove it$"
 )
 R1_LATER = r"\.content\[1\]: deepseek_v3 writes reasoning R1-style, one <think> block"
 QWEN_NO_THINKING = (

@@ -397,9 +397,10 @@ def kimi_thinking_error(i: int) -> str:
     """The error for a K2-Thinking trained turn ``messages[i]`` whose reasoning the template
     drops (the conversation's first plain answer)."""
     return re.escape(
-        f"messages[{i}]: kimi_k2_thinking's template drops the reasoning of this trained turn "
-        "(the conversation's first plain answer); pass keep_last_reasoning=True to train on "
-        "it, or remove the reasoning"
+        f"messages[{i}]: kimi_k2_thinking cannot write the reasoning of this trained turn (its "
+        "template writes <think></think> for every turn up to the conversation's first plain "
+        "answer; keep_last_reasoning=True keeps the last turn's); pass reasoning='drop' to "
+        "leave it out, or remove it"
     )
 
 

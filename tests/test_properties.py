@@ -488,8 +488,9 @@ def v31_trained_reasoning(*, keep: bool) -> TrainedReasoning:
             else "pass thinking=True, keep_thinking=True to train on it"
         )
         pattern = (
-            rf"^messages\[{i}\]: deepseek_v3\.1's template drops the reasoning of this "
-            rf"trained turn; {re.escape(how)}, or remove the reasoning$"
+            rf"^messages\[{i}\]: deepseek_v3\.1 cannot write the reasoning of this trained "
+            rf"turn \(its template drops it; {re.escape(how)}\); pass reasoning='drop' to "
+            r"leave it out, or remove it$"
         )
         kept = [p for p in parts if type(p) is not ThinkingPart]
         if inline and "</think>" in m.text:
@@ -586,11 +587,7 @@ def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
         return None
     if not any(type(p) is ThinkingPart and p.text for p in m.parts):
         return None
-    pattern = (
-        rf"^messages\[{i}\]: kimi_k2_thinking's template drops the reasoning of this trained "
-        r"turn \(the conversation's first plain answer\); pass keep_last_reasoning=True to "
-        r"train on it, or remove the reasoning$"
-    )
+    pattern = rf"^messages\[{i}\]: kimi_k2_thinking cannot write the reasoning of this trained "
     kept = [p for p in m.parts if type(p) is not ThinkingPart]
     return pattern, Message("assistant", kept, m.name)
 

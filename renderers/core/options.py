@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 __all__ = [
-    "Reasoning",
     "OptionInfo",
+    "Reasoning",
     "describe_options",
     "options_from_text",
     "reasoning_error",
@@ -47,8 +47,9 @@ def reasoning_error(owner: str, index: int, why: str) -> ValueError:
     write (``why``: the format's reason), naming the ``reasoning`` option."""
     return ValueError(
         f"messages[{index}]: {owner} cannot write the reasoning of this trained turn ({why}); "
-        "pass reasoning='drop' to train on the turn without it, or remove it"
+        "pass reasoning='drop' to leave it out, or remove it"
     )
+
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")

@@ -195,7 +195,9 @@ class TokenWriter:
                 messages.append(segment_msgs[0])
             else:
                 segment, first_piece, last_piece = _token_pieces(self._table, texts)
-                _check_no_mixed_token(self._table, segment, segment_weights, first_piece, last_piece, segment_msgs)
+                _check_no_mixed_token(
+                    self._table, segment, segment_weights, first_piece, last_piece, segment_msgs
+                )
                 ids += segment
                 token_weights = _span_max(np.asarray(segment_weights), first_piece, last_piece, 0.0)
                 token_msgs = _span_max(
