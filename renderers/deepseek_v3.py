@@ -386,7 +386,11 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 parts = [
                     p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
                 ]
-                _check_leading_reasoning(parts, i)
+                if w.trains(i) and options.reasoning == "error":
+                    _check_leading_reasoning(parts, i)
+                # Reasoning R1 style cannot write (after the start) is dropped, as the
+                # template drops all reasoning: untrained turns, or reasoning="drop".
+                parts = [p for k, p in enumerate(parts) if type(p) is not ThinkingPart or k == 0]
                 has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
                 if fixed or not has_calls:
                     # Header: <｜Assistant｜> after anything but tool outputs.
@@ -648,7 +652,7 @@ def _check_leading_reasoning(parts: list[Part], i: int) -> None:
             raise ValueError(
                 f"messages[{i}].content[{k}]: deepseek_v3 writes reasoning R1-style, one "
                 "<think> block at the start of the turn; merge the reasoning into the first "
-                "part or remove it"
+                "part, pass reasoning='drop' to leave it out, or remove it"
             )
 
 

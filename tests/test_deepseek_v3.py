@@ -48,7 +48,6 @@ from renderers import (
     UnparsedToolCallPart,
 )
 from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Renderer
-from tests.training import supervised_or_dropped
 from tests.conftest import tokenizer_for
 from tests.corpus import (
     CORPUS,
@@ -60,6 +59,7 @@ from tests.corpus import (
     prompts_of,
     result,
 )
+from tests.training import supervised_or_dropped
 
 V3 = "deepseek-ai/DeepSeek-V3"
 V31 = "deepseek-ai/DeepSeek-V3.1"

@@ -26,9 +26,9 @@ from renderers import (
     UnparsedToolCallPart,
 )
 from renderers.qwen3 import Qwen3Renderer
-from tests.training import supervised_or_dropped
 from tests.corpus import CORPUS, Conversation, prompts_of
 from tests.oracle import hf_template_ids
+from tests.training import supervised_or_dropped
 
 # Entries whose text spells control tokens: the template turns them into control tokens,
 # we deliberately do not (tested separately below).

@@ -15,13 +15,15 @@ from renderers.example import SupervisedExample
 DROP_HINT = "pass reasoning='drop' to leave it out"
 
 
-def supervised_or_dropped(r: Any, messages: Any, **kwargs: Any) -> tuple[SupervisedExample, bool]:
+def supervised_or_dropped(
+    r: Any, messages: Any, *args: Any, **kwargs: Any
+) -> tuple[SupervisedExample, bool]:
     """The supervised example, or, when the renderer refuses a trained turn's reasoning
     (the error names the option), the example with ``reasoning="drop"``; and whether it
     was refused. Any other ``ValueError`` propagates."""
     try:
-        return r.build_supervised_example(messages, **kwargs), False
+        return r.build_supervised_example(messages, *args, **kwargs), False
     except ValueError as exc:
         if DROP_HINT not in str(exc):
             raise
-    return r.build_supervised_example(messages, **kwargs, reasoning="drop"), True
+    return r.build_supervised_example(messages, *args, **kwargs, reasoning="drop"), True
