@@ -293,17 +293,30 @@ def prompt_equals(r: Renderer, messages: Conversation, prefix: list[int], rest: 
     return False
 
 
-def qwen3_no_thinking_prefix(
-    r: Renderer, messages: Conversation, prefix: list[int], rest: list[int]
-) -> bool:
-    """With ``enable_thinking=False`` the generation prompt ends with an empty think block.
-    A trained turn that starts with reasoning writes its own (sampled) think block instead,
-    so its untrained prefix is the prompt without the empty block."""
-    parts = _qwen3_inline(coerce_messages(messages[-1:])[0].parts)
-    if parts and type(parts[0]) is ThinkingPart and parts[0].text.strip("\n"):
-        assert prefix == r.build_generation_prompt(messages[:-1], enable_thinking=True)
-        return True
-    return prompt_equals(r, messages, prefix, rest)
+def qwen3_no_thinking_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    """``enable_thinking=False``: the generation prompt ends with an empty think block, so
+    reasoning of the trained turn is refused (the one reasoning rule; issue 13 item 4:
+    it used to be written after ``<|im_start|>assistant⏎``, a prompt the model never
+    sees); without it, the turn follows the prompt's block."""
+    i = len(msgs) - 1
+    m = msgs[i]
+    if m.role != "assistant":
+        return None
+    parts = _qwen3_inline(m.parts)
+    if not any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
+        return None
+    pattern = (
+        rf"^messages\[{i}\]: qwen3 cannot write the reasoning of this trained turn \(with "
+        r"enable_thinking=False the generation prompt closes an empty think block\)"
+    )
+    return pattern, Message("assistant", [p for p in parts if type(p) is not ThinkingPart])
+
+
+def qwen3_no_thinking_canonical(m: Message) -> Message:
+    """What Qwen3 with thinking off gives back: the message without its reasoning (which
+    the trained turn cannot carry), as :func:`qwen3_canonical` reads it."""
+    parts = [p for p in _qwen3_inline(m.parts) if type(p) is not ThinkingPart]
+    return qwen3_canonical(Message("assistant", parts))
 
 
 QWEN3 = Layout(separators=r"\n", verbatim_names=False)  # names are JSON strings
@@ -958,9 +971,9 @@ SPECS = [
         "Qwen/Qwen3-8B",
         (("enable_thinking", False),),
         QWEN3_MESSAGES,
-        qwen3_canonical,
+        qwen3_no_thinking_canonical,
         QWEN3,
-        prompt_prefix=qwen3_no_thinking_prefix,
+        trained_reasoning=qwen3_no_thinking_reasoning,
     ),
     Spec(
         "deepseek_v3",
