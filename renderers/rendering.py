@@ -164,6 +164,7 @@ class Renderer:
         any message).
         """
         msgs = coerce_messages(messages)
+        self._check_roles(msgs)  # before train_on's checks: the caller's first mistake
         selected = selected_messages(msgs, train_on, self.roles)
         everything = selected is None
         chosen = selected if selected is not None else [True] * len(msgs)
@@ -180,7 +181,9 @@ class Renderer:
             outside=1.0 if everything else 0.0,
             end_token=train_end_of_turn,
         )
-        tokens, weights, indices = writer.ids_and_weights(pieces, attribution=attribution)
+        tokens, weights, indices = writer.ids_and_weights(
+            pieces, attribution=attribution, loss_weights=True
+        )
         return SupervisedExample(
             tokens, weights, self.name, self.table, indices, markers=self.message_markers
         )
@@ -323,6 +326,14 @@ class Renderer:
         """Typed option values from ``KEY=VALUE`` text (the command line's ``--option``)."""
         return options_from_text(cls.Options, pairs, cls.name)
 
+    def _check_roles(self, msgs: Sequence[Message]) -> None:
+        for i, m in enumerate(msgs):
+            if m.role not in self.roles:
+                raise ValueError(
+                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
+                    f"(expected one of {', '.join(self.roles)})"
+                )
+
     def _write(
         self,
         messages: Iterable[Message | Mapping[str, Any]],
@@ -336,12 +347,7 @@ class Renderer:
             if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
             else coerce_messages(messages)
         )
-        for i, m in enumerate(msgs):
-            if m.role not in self.roles:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
-                    f"(expected one of {', '.join(self.roles)})"
-                )
+        self._check_roles(msgs)
         tool_list = normalize_tools(tools)
         writer = TokenWriter(self.table, trained)
         self._render(

@@ -217,7 +217,12 @@ def test_trained_reasoning_the_format_cannot_write_is_refused_or_dropped(
         assert tokens[:first] == prompt  # the oracle's supervised form trains the last turn
     else:
         assert tokens == official(stripped, TOOLS, False)
-        assert tokens[:first] == prompt or (name, case) == ("deepseek_v3", "answer_after_tools")
+        # Documented: V3's template tool-call defects; V3.1 in thinking mode writes the
+        # turn as non-thinking (``</think>`` where the prompt ends ``<think>``).
+        documented = (name, case) == ("deepseek_v3", "answer_after_tools") or (
+            name == "deepseek_v3.1" and options.get("thinking")
+        )
+        assert tokens[:first] == prompt or documented
 
 
 @variant_param

@@ -151,11 +151,17 @@ class TokenWriter:
         return weights
 
     def ids_and_weights(
-        self, piece_weights: Sequence[float], *, attribution: bool = False
+        self,
+        piece_weights: Sequence[float],
+        *,
+        attribution: bool = False,
+        loss_weights: bool = False,
     ) -> IdsAndWeights:
         """Ids plus the weight of each token (the weight of the piece it comes from; a token
         that merges text of several pieces gets the largest), and with ``attribution`` the
-        message index of each token (likewise the largest of its pieces)."""
+        message index of each token (likewise the largest of its pieces). With
+        ``loss_weights`` (a supervised example's weights), a token merging weighted and
+        unweighted text is a ``ValueError`` naming the trained message."""
         items = self._items
         pieces_msg = self._msg
         encode = self._table.encode
@@ -195,9 +201,10 @@ class TokenWriter:
                 messages.append(segment_msgs[0])
             else:
                 segment, first_piece, last_piece = _token_pieces(self._table, texts)
-                _check_no_mixed_token(
-                    self._table, segment, segment_weights, first_piece, last_piece, segment_msgs
-                )
+                if loss_weights:
+                    _check_no_mixed_token(
+                        self._table, segment, segment_weights, first_piece, last_piece, segment_msgs
+                    )
                 ids += segment
                 token_weights = _span_max(np.asarray(segment_weights), first_piece, last_piece, 0.0)
                 token_msgs = _span_max(
