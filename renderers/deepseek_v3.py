@@ -552,7 +552,11 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                 if is_last_user:
                     w.control(self.assistant, i)
                     w.control(self.think if keep else self.think_end, i)
-                elif w.trains(i) and _after_system_text(messages, i):
+                elif (
+                    w.trains(i)
+                    and _after_system_text(messages, i)
+                    and not all(w.trains(k) for k in range(i))
+                ):
                     raise ValueError(
                         f"messages[{i}]: deepseek_v3.1's template writes an assistant turn with "
                         "no user message before it right after the system text, with no marker "

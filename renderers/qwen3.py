@@ -22,7 +22,11 @@ Training keeps the untrained prefix of a trained turn equal to its generation pr
 - with ``enable_thinking=False`` a trained turn is written after the prompt's empty think
   block (which stays untrained); reasoning in it is refused the same way (or dropped with
   ``reasoning="drop"``), and a trained turn the template writes without the block (one
-  with no user message before it, or before the last one) is a ``ValueError``.
+  with no user message before it, or before the last one) is a ``ValueError``;
+- as in the template, the conversation is written whole: a trained turn that a later user
+  message follows is in its history form (the reasoning of turns before it dropped), and
+  an assistant turn right before the trained one lacks the empty think block a prompt
+  ending with it would give it; train such turns on the conversation cut after them.
 
 Like the template, an assistant message without reasoning whose text contains
 ``</think>`` is read as inline reasoning (``"<think>r</think>answer"``, the convention of

@@ -155,7 +155,14 @@ class Renderer:
         weights.
 
         ``train_on`` is a :class:`TrainOn` mode or a collection of roles (every message of
-        those roles is trained). A trained assistant message gets weight 1 on the tokens
+        those roles is trained). The untrained prefix of the first trained turn is its
+        generation prompt (or this is a ``ValueError``, or the format's module docstring
+        says when not), except for a turn a later user message follows: the conversation
+        is written whole, that turn and those before it in their history form. A trained
+        turn's reasoning the format cannot write is refused or dropped (option
+        ``reasoning``); a token holding trained and untrained text is a ``ValueError``.
+
+        A trained assistant message gets weight 1 on the tokens
         the model samples for it, including the token that ends it (unless
         ``train_end_of_turn=False``); a trained message of another role on all of its
         tokens. A message's own ``weight`` (``Message.weight``; ``weight``, ``train`` or
