@@ -38,6 +38,9 @@ Divergences from the template, on purpose:
   as an empty string, silently dropping training text);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
+- with ``enable_thinking=False`` a trained turn is encoded apart from the prompt's empty
+  think block, as the model samples it (the template's text tokenized whole can merge the
+  block's last newlines with the answer's first characters);
 - assistant parts in a non-canonical order (``[thinking, text, tool call, thinking, ...]``)
   are written in that order with the same markers, so parsed messages render back.
 """
@@ -224,11 +227,18 @@ class Qwen3Renderer(Renderer):
         w.control(self.im_end, i)
         w.text("\n", i)
 
-    def _empty_think_block(self, w: TokenWriter, msg: int, sampled: bool) -> None:
+    def _empty_think_block(
+        self, w: TokenWriter, msg: int, sampled: bool, prompt_end: bool = False
+    ) -> None:
+        """``prompt_end``: the block ends the generation prompt of a trained turn, whose
+        sampled tokens are encoded apart from it (as the model samples them)."""
         w.control(self.think, msg, sampled)
         w.text("\n\n", msg, sampled)
         w.control(self.think_end, msg, sampled)
-        w.text("\n\n", msg, sampled)
+        if prompt_end:
+            w.encoded(self.table.encode("\n\n"), msg)
+        else:
+            w.text("\n\n", msg, sampled)
 
     def _assistant(
         self,
@@ -246,7 +256,8 @@ class Qwen3Renderer(Renderer):
         elif not parts or type(parts[0]) is not ThinkingPart or not parts[0].text.strip("\n"):
             # The template's empty block; with thinking off it is part of the prompt (a
             # trained turn's reasoning was refused or dropped: see _trained_parts).
-            self._empty_think_block(w, i, options.enable_thinking)
+            thinking = options.enable_thinking
+            self._empty_think_block(w, i, thinking, prompt_end=not thinking and w.trains(i))
             previous = THINKING
             if parts and type(parts[0]) is ThinkingPart:
                 parts = parts[1:]

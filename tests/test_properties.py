@@ -1189,6 +1189,15 @@ def test_supervised_prefix_equals_generation_prompt(spec: Spec, data: st.DataObj
     last = max(i for i, m in enumerate(conversation) if m["role"] in ("user", "tool"))
     messages: Conversation = [*conversation[: last + 1], data.draw(spec.messages)]
     messages = trainable(r, messages, spec.trained_reasoning, repr(spec))
+    if spec.prompt_prefix is v3_template_prefix:
+        try:
+            example = r.build_supervised_example(messages)
+        except ValueError as exc:
+            # The documented header-less turn whose start merges with the user's text: a
+            # trained token would hold untrained text, so the turn is refused.
+            assert "holds text of this trained turn and untrained text" in str(exc), exc
+            count(f"prompt consistency [{spec!r}] (refused: merged token)")
+            return
     example = r.build_supervised_example(messages)
     first = int(example.weights.argmax())
     assert example.weights[first] == 1

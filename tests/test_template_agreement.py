@@ -220,11 +220,24 @@ def _supervised(v: Variant, conv: Conversation, mode: str) -> str:
         generic.build_supervised_example, conv.messages, conv.tools, train_on=mode, **v.options
     )
     if isinstance(theirs, ValueError):
-        return (
-            "example: both refuse"
-            if isinstance(ours, ValueError)
-            else f"FAIL {mode}: only the specialised renderer refuses: {theirs}"
-        )
+        if isinstance(ours, ValueError):
+            return "example: both refuse"
+        if "reasoning='drop'" in str(theirs) and not isinstance(
+            retried := _attempt(
+                spec.build_supervised_example,
+                conv.messages,
+                conv.tools,
+                train_on=mode,
+                **{**v.options, "reasoning": "drop"},
+            ),
+            ValueError,
+        ):
+            # Known difference: the specialised renderers refuse every trained turn whose
+            # reasoning the template drops (option reasoning); the template renderer checks
+            # the last turn only. With reasoning="drop" both give the template's ids.
+            assert retried.tokens.tolist() == ours.tokens.tolist()
+            return "example: documented (trained history reasoning)"
+        return f"FAIL {mode}: only the specialised renderer refuses: {theirs}"
     full = theirs.tokens.tolist()
     if isinstance(ours, ValueError):
         if "differently from its generation prompt" in str(ours) and _prefix_breaks(v, conv, full):
@@ -287,6 +300,8 @@ MINIMUM = {"prompt: identical": 55, "example: identical": 40, "parse: identical"
 def test_agreement_is_measured_on_the_whole_corpus(variant: Variant) -> None:
     counts = sum(outcomes(variant).values(), Counter())
     for kind, minimum in MINIMUM.items():
+        if variant.id == "qwen3-no-thinking" and kind == "parse: identical":
+            minimum = 60  # trained turns with reasoning are refused with thinking off
         if variant.id == "deepseek_v3.1-thinking" and kind == "example: identical":
             minimum = 10  # most thinking-mode examples break the prefix (documented)
         assert counts[kind] >= minimum, (kind, counts)
