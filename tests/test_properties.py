@@ -315,7 +315,9 @@ def qwen3_no_thinking_reasoning(msgs: list[Message]) -> tuple[str, Message] | No
 def qwen3_no_thinking_canonical(m: Message) -> Message:
     """What Qwen3 with thinking off gives back: the message without its reasoning (which
     the trained turn cannot carry), as :func:`qwen3_canonical` reads it."""
-    parts = [p for p in _qwen3_inline(m.parts) if type(p) is not ThinkingPart]
+    parts = _qwen3_inline(m.parts)
+    if any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
+        parts = [p for p in parts if type(p) is not ThinkingPart]  # refused, then removed
     return qwen3_canonical(Message("assistant", parts))
 
 
