@@ -23,8 +23,10 @@ outputs is ``<｜tool▁outputs▁end｜>``. ``<think>`` is *not* a token of thi
 parser treats a completion that starts with the text ``<think>`` as DeepSeek-R1-style
 reasoning (``<think>\\n{reasoning}\\n</think>\\n\\n{answer}``; R1 shares this format and
 tokenizer). ``<think>`` anywhere else is ordinary text. The template ignores the reasoning
-of assistant messages; since silently dropping it would corrupt training data, a message
-with reasoning is a ``ValueError`` naming it unless ``render_thinking=True`` writes it.
+of assistant messages, and so does this renderer for turns that are not trained
+(generation prompts included). A *trained* turn with reasoning is a ``ValueError`` naming
+the ``reasoning`` option (silently dropping it would corrupt training data), unless
+``render_thinking=True`` writes it R1-style or ``reasoning="drop"`` leaves it out.
 
 The official template has defects in its tool-call branch, reproduced by default
 (``fix_tool_format=False``) for token parity:
@@ -69,6 +71,11 @@ After tool outputs the template adds no ``<｜Assistant｜>`` (neither before a 
 nor as generation prompt, which is then empty). This is reproduced: it is consistent
 (what the prompt ends with is what the history shows), so it does not corrupt training
 data. Parse such a completion with ``thinking=False``: the prompt opened no think block.
+The same holds for an assistant turn with no user message before it, which follows the
+system text directly: the template writes ``{system}{answer}`` with no marker, and the
+tokenizer may merge the two texts into one token (``s`` + ``a`` -> ``sa``). Such a turn is
+rendered as the template does, but training it is a ``ValueError`` (the model would be
+trained on system text it never samples); a trained token never holds untrained text.
 
 Every assistant message is rendered without its reasoning (the template drops
 ``reasoning_content`` and, for a plain answer, the text up to the first ``</think>``).
@@ -135,6 +142,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
     join_text,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -192,9 +200,13 @@ class DeepSeekV3Options:
     """False (template parity): tool calls and outputs as the template writes them, defects
     included. True: the consistent format the template intends (see the module doc)."""
     render_thinking: bool = False
-    """False: assistant reasoning cannot be rendered (the template drops it; a message with
-    reasoning is a ``ValueError``). True: it is written as text, R1-style
+    """False: assistant reasoning is not written (as the template does; see ``reasoning``
+    for a trained turn). True: it is written as text, R1-style
     ``<think>\\n{reasoning}\\n</think>\\n\\n``, so parsed R1-style completions render back."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (without
+    ``render_thinking``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out.
+    Reasoning of untrained turns is dropped as the template does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +221,11 @@ class DeepSeekV31Options:
     user message, keeps its reasoning, ``<｜Assistant｜><think>{reasoning}</think>{answer}``,
     the way the model samples it (the template drops it). No effect with
     ``thinking=False``."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (every
+    turn but the one ``keep_thinking`` keeps): ``"error"`` raises ``ValueError``,
+    ``"drop"`` leaves it out. Reasoning of untrained turns is dropped as the template
+    does."""
 
 
 class _DeepSeekRenderer(Renderer):
@@ -365,12 +382,16 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 w.control(self.user, i)
                 w.text(m.text, i)
             elif m.role == "assistant":
-                if not options.render_thinking:
+                if not options.render_thinking and w.trains(i) and options.reasoning == "error":
                     _reject_reasoning(m, i)
                 parts = [
                     p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
                 ]
-                _check_leading_reasoning(parts, i)
+                if w.trains(i) and options.reasoning == "error":
+                    _check_leading_reasoning(parts, i)
+                # Reasoning R1 style cannot write (after the start) is dropped, as the
+                # template drops all reasoning: untrained turns, or reasoning="drop".
+                parts = [p for k, p in enumerate(parts) if type(p) is not ThinkingPart or k == 0]
                 has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
                 if fixed or not has_calls:
                     # Header: <｜Assistant｜> after anything but tool outputs.
@@ -521,7 +542,7 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                     and is_last_user
                     and i == len(messages) - 1
                 )
-                if not add_generation_prompt and i == len(messages) - 1 and not keep:
+                if w.trains(i) and not keep and options.reasoning == "error":
                     _reject_trained_reasoning(
                         parts,
                         i,
@@ -532,6 +553,16 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                 if is_last_user:
                     w.control(self.assistant, i)
                     w.control(self.think if keep else self.think_end, i)
+                elif (
+                    w.trains(i)
+                    and _after_system_text(messages, i)
+                    and not all(w.trains(k) for k in range(i))
+                ):
+                    raise ValueError(
+                        f"messages[{i}]: deepseek_v3.1's template writes an assistant turn with "
+                        "no user message before it right after the system text, with no marker "
+                        "between them, so it cannot be trained; add a user message before it"
+                    )
                 self._v31_body(w, i, parts, keep)
                 is_last_user = False
                 is_tool = False
@@ -605,13 +636,17 @@ def _reject_trained_reasoning(
         if after_tools:
             how = "a turn right after tool outputs has no think block in this format"
         elif keeping or not after_user:
-            how = "keep_thinking keeps the reasoning of a turn right after a user message only"
+            how = "keep_thinking keeps the reasoning of the last turn, right after a user message"
         else:
             how = "pass thinking=True, keep_thinking=True to train on it"
-        raise ValueError(
-            f"messages[{i}]: deepseek_v3.1's template drops the reasoning of this trained "
-            f"turn; {how}, or remove the reasoning"
-        )
+        raise reasoning_error("deepseek_v3.1", i, f"its template drops it; {how}")
+
+
+def _after_system_text(messages: list[Message], i: int) -> bool:
+    """Whether message ``i`` directly follows the system prompt's text (only system
+    messages before it, one of them not empty)."""
+    before = messages[:i]
+    return all(m.role == "system" for m in before) and any(m.text for m in before)
 
 
 def _check_leading_reasoning(parts: list[Part], i: int) -> None:
@@ -622,20 +657,19 @@ def _check_leading_reasoning(parts: list[Part], i: int) -> None:
             raise ValueError(
                 f"messages[{i}].content[{k}]: deepseek_v3 writes reasoning R1-style, one "
                 "<think> block at the start of the turn; merge the reasoning into the first "
-                "part or remove it"
+                "part, pass reasoning='drop' to leave it out, or remove it"
             )
 
 
 def _reject_reasoning(m: Message, i: int) -> None:
-    """DeepSeek-V3's template drops reasoning; silently dropping it would corrupt training
-    data, so reasoning is an error unless ``render_thinking=True`` writes it."""
-    for k, p in enumerate(m.parts):
-        if type(p) is ThinkingPart and p.text:
-            raise ValueError(
-                f"messages[{i}].content[{k}]: deepseek_v3 cannot render reasoning by default "
-                "(its template drops it); pass render_thinking=True to write it R1-style "
-                "(<think>...</think>), or remove the reasoning"
-            )
+    """DeepSeek-V3's template drops reasoning; silently dropping it from a trained turn
+    would corrupt training data (see the ``reasoning`` option)."""
+    if any(type(p) is ThinkingPart and p.text for p in m.parts):
+        raise reasoning_error(
+            "deepseek_v3",
+            i,
+            "its template drops it; render_thinking=True writes it R1-style, <think>...</think>",
+        )
 
 
 def _split_inline_reasoning(parts: list[Part]) -> list[Part]:

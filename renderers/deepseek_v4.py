@@ -32,7 +32,9 @@ Jinja template added later is documented as equivalent to it) writes::
   ``{reasoning}</think>`` in thinking mode.
 - **History reasoning** is dropped (``drop_thinking=True``, the encoder's default) for
   assistant turns before the last user turn, except when tools are declared: then every
-  turn keeps it.
+  turn keeps it. Training such a turn in thinking mode is a ``ValueError``: it follows
+  ``</think>`` where its generation prompt opens ``<think>``. A trained turn's reasoning
+  that chat mode cannot write is refused (option ``reasoning``, ``"drop"`` leaves it out).
 - **Tools** are declared after the first system message's text (an empty one is created
   when the conversation does not start with one), each function as JSON
   (``ensure_ascii=False``, default separators), one per line.
@@ -87,6 +89,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -154,9 +157,10 @@ class DeepSeekV4Options:
     drop_thinking: bool = True
     """True (encoder default): the reasoning of assistant turns before the last user turn
     is dropped, unless tools are declared. False: every turn keeps it."""
-    reasoning: Literal["error", "drop"] = "error"
-    """What to do with reasoning of the trained turn that the format cannot write (chat
-    mode): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (chat
+    mode): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of
+    untrained turns is rendered as the encoder does."""
 
 
 @dataclass(slots=True)
@@ -237,6 +241,13 @@ class DeepSeekV4Renderer(Renderer):
             else:
                 assert turn.message is not None
                 keeps = thinking and (not drop or k > last_user)
+                if thinking and not keeps and w.trains(turn.index):
+                    raise ValueError(
+                        f"messages[{turn.index}]: deepseek_v4 writes a turn before the last user "
+                        "turn after </think> where its generation prompt opens <think> "
+                        "(drop_thinking), so it cannot be trained; train turns after the last "
+                        "user turn (one example per turn), or pass drop_thinking=False"
+                    )
                 last = trained and turn.index == len(messages) - 1
                 self._assistant(w, turn.message, turn.index, keeps, last, options)
 
@@ -246,7 +257,7 @@ class DeepSeekV4Renderer(Renderer):
         parts = list(m.parts)
         if not keeps:
             reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
-            if last and reasoning and options.reasoning == "error":
+            if w.trains(i) and reasoning and options.reasoning == "error":
                 raise ValueError(
                     f"messages[{i}]: deepseek_v4 in chat mode cannot write the reasoning "
                     "of this trained turn; pass thinking_mode='thinking', or "

@@ -41,6 +41,11 @@ calls cut off by the end of the ids, become ``UnparsedToolCallPart``. Both recip
 positions (before or after ``<|channel|>``) and the malformations :mod:`harmony.parser`
 repairs are accepted; a non-assistant message in the completion ends the message there.
 
+Reasoning follows the library's one rule: analysis of untrained turns is rendered as the
+template does (dropped before the last answer), and a *trained* turn whose analysis the
+template drops is a ``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it
+without).
+
 Options: ``reasoning_effort`` (low/medium/high), ``date`` (the ``Current date`` line:
 ``None`` means today's date as the template's ``strftime_now`` writes it; pass a fixed
 date for reproducible ids), ``model_identity``, ``knowledge_cutoff``, ``builtin_tools``,
@@ -81,7 +86,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -113,6 +118,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
@@ -144,6 +150,11 @@ class GptOssOptions:
     """Built-in tools declared in the system message: ``browser`` and/or ``python``."""
     dialect: str = "template"
     """``template``: the official chat template's ids; ``harmony``: openai-harmony's."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning (analysis) of a trained turn that the template drops (a
+    turn before the conversation's last answer): ``"error"`` raises ``ValueError``,
+    ``"drop"`` leaves it out. Analysis of untrained turns is rendered as the template
+    does."""
 
 
 def _tool_name(recipient: str) -> str:
@@ -295,8 +306,11 @@ class _Conversion:
         start: int,
         options: GptOssOptions,
         add_generation_prompt: bool,
+        trains: Callable[[int], bool] = lambda i: False,
     ) -> None:
         self.messages = messages
+        self.trains = trains
+        self.refuse_reasoning = options.reasoning == "error"
         self.start = start
         self.template = options.dialect == "template"
         self.add_generation_prompt = add_generation_prompt
@@ -380,6 +394,18 @@ class _Conversion:
             last_part = parts[-1] if parts else None
             if not (type(last_part) is TextPart and last_part.channel in (None, "final")):
                 parts.append(TextPart(""))  # a turn without a tool call ends in a final answer
+        if not keep_analysis and self.refuse_reasoning and self.trains(i):
+            analysis = [
+                p
+                for p in parts
+                if (type(p) is ThinkingPart and p.text)
+                or (type(p) is TextPart and p.text and (p.channel or "") == "analysis")
+                or (type(p) is TextPart and p.text and calls and p.channel is None)
+            ]
+            if analysis:
+                raise reasoning_error(
+                    "gpt_oss", i, "its template drops the analysis of turns before the last answer"
+                )
         out: list[HarmonyMessage] = []
         for k, part in enumerate(parts):
             if type(part) is ThinkingPart:
@@ -490,7 +516,7 @@ class GptOssRenderer(Renderer):
                     ),
                 )
             enc.write_message(w, developer, msg=0 if start else -1)
-        conversion = _Conversion(messages, start, options, add_generation_prompt)
+        conversion = _Conversion(messages, start, options, add_generation_prompt, w.trains)
         items = conversion.run()
         if not template:
             history = len(items) if add_generation_prompt else conversion.trained_from

@@ -30,15 +30,18 @@ is end-of-sequence.
   Arguments given as a string are written verbatim, a dict as ``tojson``.
 - **Headers** use the message's ``name`` when it has one (a tool result named
   ``get_weather`` gets ``<|im_system|>get_weather<|im_middle|>``).
-- **Reasoning** (K2-Thinking only; K2-Instruct's templates drop it, so reasoning given to
-  the K2-Instruct renderer is a ``ValueError`` rather than silently lost training data):
-  ``<think>`` and ``</think>`` are
+- **Reasoning** (K2-Thinking only; K2-Instruct's templates drop it, and so does its
+  renderer for turns that are not trained; a *trained* K2-Instruct turn with reasoning is
+  a ``ValueError`` naming the ``reasoning`` option rather than silently lost training
+  data, and ``reasoning="drop"`` leaves it out on purpose): ``<think>`` and ``</think>`` are
   control tokens 163606/163607 (in K2-Instruct they are three ordinary tokens each).
   Assistant turns up to and including the conversation's *first* assistant message
   without tool calls are written ``<think></think>{text}``; later ones
   ``<think>{reasoning}</think>{text}``. (The template's comment says it looks for the
   *last* such message, but its loop runs backwards without a break and so finds the
-  first; this renderer reproduces what the template does.)
+  first; this renderer reproduces what the template does.) The same rule holds there: a
+  trained turn whose reasoning the template drops is a ``ValueError`` unless
+  ``reasoning="drop"`` (or ``keep_last_reasoning`` for the last turn, below).
 
 K2-Instruct's ``tokenizer_config.json`` embeds an older (July 2025) template, selectable
 with ``template="initial"``: default system ``You are a helpful assistant`` (no ``\\n``),
@@ -98,6 +101,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -141,6 +145,10 @@ class KimiK2Options:
     template: str = "chat_template"
     """``"chat_template"`` (``chat_template.jinja``, what ``transformers`` loads) or
     ``"initial"`` (the older template embedded in ``tokenizer_config.json``)."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn, which K2-Instruct cannot write:
+    ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
+    turns is dropped as the templates do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +161,10 @@ class KimiK2ThinkingOptions:
     before it, reasoning kept (see the module docs: the template drops the reasoning of a
     final answer that is the conversation's first plain answer, and of the tool-calling
     turns before it). Generation prompts are not affected."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the template drops (turns up to
+    the conversation's first plain answer): ``"error"`` raises ``ValueError``, ``"drop"``
+    leaves it out. Reasoning of untrained turns is rendered as the template does."""
 
 
 def deep_sort(value: Any) -> Any:
@@ -380,7 +392,8 @@ class KimiK2Renderer(_KimiK2Base):
                 f"got {options.template!r}"
             )
         initial = options.template == "initial"
-        _reject_reasoning(messages)
+        if options.reasoning == "error":
+            _reject_reasoning(messages, w)
         self._tool_declaration(w, tools, options)
         if messages and messages[0].role != "system":
             if initial:
@@ -438,7 +451,7 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             if m.role == "assistant":
                 parts = _assistant_parts(m)
                 if i <= split:
-                    if not add_generation_prompt and i == len(messages) - 1:
+                    if w.trains(i) and options.reasoning == "error":
                         _reject_trained_reasoning(parts, i)
                     parts = [p for p in parts if type(p) is not ThinkingPart]
                 if not parts or type(parts[0]) is not ThinkingPart:
@@ -461,10 +474,11 @@ def _reject_trained_reasoning(parts: list[Part], i: int) -> None:
     """The template writes ``<think></think>`` for the conversation's first plain answer;
     in a supervised example that silently drops the reasoning being trained on."""
     if any(type(p) is ThinkingPart and p.text for p in parts):
-        raise ValueError(
-            f"messages[{i}]: kimi_k2_thinking's template drops the reasoning of this trained "
-            "turn (the conversation's first plain answer); pass keep_last_reasoning=True to "
-            "train on it, or remove the reasoning"
+        raise reasoning_error(
+            "kimi_k2_thinking",
+            i,
+            "its template writes <think></think> for every turn up to the conversation's "
+            "first plain answer; keep_last_reasoning=True keeps the last turn's",
         )
 
 
@@ -491,19 +505,19 @@ class _CallIds:
         return f"functions.{name or 'unknown'}:{self.count}"
 
 
-def _reject_reasoning(messages: list[Message]) -> None:
+def _reject_reasoning(messages: list[Message], w: TokenWriter) -> None:
     """Kimi-K2-Instruct is not a reasoning model: its templates drop reasoning, and silently
-    dropping it would corrupt training data."""
+    dropping it from a trained turn would corrupt training data."""
     for i, m in enumerate(messages):
-        if m.role != "assistant":
+        if m.role != "assistant" or not w.trains(i):
             continue
-        for k, p in enumerate(m.parts):
-            if type(p) is ThinkingPart and p.text:
-                raise ValueError(
-                    f"messages[{i}].content[{k}]: kimi_k2 (Kimi-K2-Instruct) has no reasoning "
-                    "and cannot render it; remove the reasoning, or use kimi_k2_thinking "
-                    "(Kimi-K2-Thinking)"
-                )
+        if any(type(p) is ThinkingPart and p.text for p in m.parts):
+            raise reasoning_error(
+                "kimi_k2",
+                i,
+                "Kimi-K2-Instruct has no reasoning and its templates drop it; "
+                "kimi_k2_thinking writes it",
+            )
 
 
 def _has_calls(m: Message) -> bool:

@@ -21,7 +21,9 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
 - **Reasoning**: every assistant turn up to and including the conversation's last
   assistant message without tool calls is history, written ``<think></think>{text}``
   (its reasoning dropped); later turns keep theirs. ``preserve_thinking=True`` keeps
-  every turn's reasoning; with ``thinking=False`` no turn shows any.
+  every turn's reasoning; with ``thinking=False`` no turn shows any. A *trained* turn
+  whose reasoning is not shown is a ``ValueError`` naming the ``reasoning`` option
+  (``"drop"`` trains it without); untrained turns render as the template does.
 - **Tools** are declared the way the model repository's tokenizer declares them (its
   ``apply_chat_template`` is remote code that sorts the keys of the tools deeply and
   passes the template a TypeScript-style declaration, ``tools_ts_str``; see
@@ -56,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from renderers.core.messages import Message, Part, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import THINKING, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.kimi_k2 import (
@@ -87,9 +90,11 @@ class KimiK25Options:
     """How tools are declared: ``"typescript"`` as the model repository's tokenizer
     declares them (JSON where that style cannot express a schema), ``"json"`` as the
     template alone writes them (compact JSON; tml-renderers' declaration)."""
-    reasoning: Literal["error", "drop"] = "error"
-    """What to do with reasoning of the trained turn that the format cannot write
-    (``thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write
+    (``thinking=False``, or a turn whose reasoning the template drops): ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
+    the template does."""
 
 
 class KimiK25Renderer(_KimiK2Base):
@@ -121,16 +126,22 @@ class KimiK25Renderer(_KimiK2Base):
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
-                last = trained and i == len(messages) - 1
                 parts = _assistant_parts(m)
                 keeps = options.thinking and (options.preserve_thinking or i > split)
                 reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
-                if last and not options.thinking and reasoning and options.reasoning == "error":
-                    raise ValueError(
-                        f"messages[{i}]: kimi_k2.5 with thinking=False cannot write the "
-                        "reasoning of this trained turn (the generation prompt closes an "
-                        "empty think block); pass reasoning='drop' to leave it out, or "
-                        "remove it"
+                if w.trains(i) and not keeps and reasoning and options.reasoning == "error":
+                    if not options.thinking:
+                        raise ValueError(
+                            f"messages[{i}]: kimi_k2.5 with thinking=False cannot write the "
+                            "reasoning of this trained turn (the generation prompt closes an "
+                            "empty think block); pass reasoning='drop' to leave it out, or "
+                            "remove it"
+                        )
+                    raise reasoning_error(
+                        self.name,
+                        i,
+                        "its template drops the reasoning of turns up to the last plain "
+                        "answer; preserve_thinking=True keeps it",
                     )
                 if not keeps:
                     parts = [p for p in parts if type(p) is not ThinkingPart]

@@ -14,6 +14,20 @@ dropped before it; the last assistant turn always gets a think block (empty with
 reasoning). ``enable_thinking=False`` appends an empty think block to the generation
 prompt. Sampling stops at ``<|im_end|>``; ``<|endoftext|>`` is end-of-sequence.
 
+Training keeps the untrained prefix of a trained turn equal to its generation prompt:
+
+- reasoning the template drops (turns before the last user query) is rendered dropped
+  for untrained turns; for a trained turn it is a ``ValueError`` naming the ``reasoning``
+  option, and ``reasoning="drop"`` trains the turn without it;
+- with ``enable_thinking=False`` a trained turn is written after the prompt's empty think
+  block (which stays untrained); reasoning in it is refused the same way (or dropped with
+  ``reasoning="drop"``), and a trained turn the template writes without the block (one
+  with no user message before it, or before the last one) is a ``ValueError``;
+- as in the template, the conversation is written whole: a trained turn that a later user
+  message follows is in its history form (the reasoning of turns before it dropped), and
+  an assistant turn right before the trained one lacks the empty think block a prompt
+  ending with it would give it; train such turns on the conversation cut after them.
+
 Like the template, an assistant message without reasoning whose text contains
 ``</think>`` is read as inline reasoning (``"<think>r</think>answer"``, the convention of
 R1-style datasets): the part before ``</think>`` becomes the think block.
@@ -24,6 +38,9 @@ Divergences from the template, on purpose:
   as an empty string, silently dropping training text);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
+- with ``enable_thinking=False`` a trained turn is encoded apart from the prompt's empty
+  think block, as the model samples it (the template's text tokenized whole can merge the
+  block's last newlines with the answer's first characters);
 - assistant parts in a non-canonical order (``[thinking, text, tool call, thinking, ...]``)
   are written in that order with the same markers, so parsed messages render back.
 """
@@ -44,6 +61,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
@@ -72,6 +90,12 @@ class Qwen3Options:
     strip_thinking_history: bool = True
     """True (template behaviour): reasoning of turns before the last user query is dropped.
     False: every assistant turn keeps its reasoning."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (a turn
+    before the last user query, whose reasoning the template drops; any reasoning with
+    ``enable_thinking=False``, whose generation prompt closes an empty think block):
+    ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
+    turns is rendered as the template does."""
 
 
 class Qwen3Renderer(Renderer):
@@ -147,6 +171,8 @@ class Qwen3Renderer(Renderer):
                 keep_thinking = i > last_query or not options.strip_thinking_history
                 has_reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
                 think_block = keep_thinking and ((i == n - 1 and i > last_query) or has_reasoning)
+                if w.trains(i):
+                    parts, think_block = self._trained_parts(parts, i, think_block, options)
                 self._assistant(w, parts, i, think_block, options)
             elif m.role == "tool":
                 if i == 0 or messages[i - 1].role != "tool":
@@ -165,17 +191,54 @@ class Qwen3Renderer(Renderer):
             if not options.enable_thinking:
                 self._empty_think_block(w, -1, False)
 
+    def _trained_parts(
+        self, parts: list[Part], i: int, think_block: bool, options: Qwen3Options
+    ) -> tuple[list[Part], bool]:
+        """The parts of trained turn ``i`` and whether it gets a think block, such that its
+        untrained prefix is the generation prompt: reasoning the format cannot write there
+        is refused or dropped (option ``reasoning``)."""
+        reasoning = any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts)
+        if options.enable_thinking:
+            if reasoning and not think_block and options.reasoning == "error":
+                raise reasoning_error(
+                    self.name, i, "its template drops reasoning before the last user query"
+                )
+            return parts, think_block
+        if not think_block:
+            raise ValueError(
+                f"messages[{i}]: qwen3 with enable_thinking=False writes this turn without the "
+                "empty think block its generation prompt ends with (the template writes one "
+                "only for the last turn after a user message), so it cannot be trained; "
+                "train that turn, or use enable_thinking=True"
+            )
+        if reasoning:
+            if options.reasoning == "error":
+                raise reasoning_error(
+                    self.name,
+                    i,
+                    "with enable_thinking=False the generation prompt closes an empty think block",
+                )
+            parts = [p for p in parts if type(p) is not ThinkingPart]
+        return parts, True
+
     def _turn(self, w: TokenWriter, role: str, text: str, i: int) -> None:
         w.control(self.im_start, i)
         w.text(role + "\n" + text, i)
         w.control(self.im_end, i)
         w.text("\n", i)
 
-    def _empty_think_block(self, w: TokenWriter, msg: int, sampled: bool) -> None:
+    def _empty_think_block(
+        self, w: TokenWriter, msg: int, sampled: bool, prompt_end: bool = False
+    ) -> None:
+        """``prompt_end``: the block ends the generation prompt of a trained turn, whose
+        sampled tokens are encoded apart from it (as the model samples them)."""
         w.control(self.think, msg, sampled)
         w.text("\n\n", msg, sampled)
         w.control(self.think_end, msg, sampled)
-        w.text("\n\n", msg, sampled)
+        if prompt_end:
+            w.encoded(self.table.encode("\n\n"), msg)
+        else:
+            w.text("\n\n", msg, sampled)
 
     def _assistant(
         self,
@@ -191,8 +254,10 @@ class Qwen3Renderer(Renderer):
         if not think_block:
             parts = [p for p in parts if type(p) is not ThinkingPart]
         elif not parts or type(parts[0]) is not ThinkingPart or not parts[0].text.strip("\n"):
-            # The template's empty block; with thinking off it is part of the prompt.
-            self._empty_think_block(w, i, options.enable_thinking)
+            # The template's empty block; with thinking off it is part of the prompt (a
+            # trained turn's reasoning was refused or dropped: see _trained_parts).
+            thinking = options.enable_thinking
+            self._empty_think_block(w, i, thinking, prompt_end=not thinking and w.trains(i))
             previous = THINKING
             if parts and type(parts[0]) is ThinkingPart:
                 parts = parts[1:]

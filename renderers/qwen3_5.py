@@ -29,7 +29,9 @@ end-of-sequence.
   the answer (reasoning in a trained turn is then refused, see ``reasoning``).
 - **Reasoning**: an assistant turn after the last user query gets a think block (empty
   without reasoning); turns before it are written without one (their reasoning dropped),
-  unless ``preserve_thinking``. Qwen3.5, like Qwen3, reads reasoning written inline in a
+  unless ``preserve_thinking``; training such a turn is a ``ValueError`` (its untrained
+  prefix would not be the generation prompt, which opens a think block). Qwen3.5, like
+  Qwen3, reads reasoning written inline in a
   plain answer (``"<think>r</think>answer"``: the text before ``</think>`` is the
   reasoning); Qwen3.8 does not.
 - **Tool calls**: after the text, the first call is preceded by a blank line (none when
@@ -92,6 +94,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
+from renderers.core.options import Reasoning
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -130,8 +133,6 @@ _EFFORT_INSTRUCTIONS = {
     "directly to the conclusion without unnecessary elaboration.",
 }
 
-Reasoning = Literal["error", "drop"]
-
 
 @dataclass(frozen=True, slots=True)
 class Qwen35Options:
@@ -144,9 +145,9 @@ class Qwen35Options:
     templates' kwarg). False (Qwen3.5's template): turns before the last user query are
     written without one."""
     reasoning: Reasoning = "error"
-    """What to do with reasoning of the trained turn that the format cannot write
+    """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
-    out."""
+    out. Reasoning of untrained turns is rendered as the template does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +163,9 @@ class Qwen38Options:
     """The instruction the system turn starts with when thinking is enabled
     (``"medium"``: none)."""
     reasoning: Reasoning = "error"
-    """What to do with reasoning of the trained turn that the format cannot write
+    """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
-    out."""
+    out. Reasoning of untrained turns is rendered as the template does."""
 
 
 class _Qwen35Family(Renderer):
@@ -231,7 +232,16 @@ class _Qwen35Family(Renderer):
                 w.text("\n", i)
             elif m.role == "assistant":
                 think_block = options.preserve_thinking or i > last_query
-                last = trained and i == n - 1
+                if w.trains(i) and not think_block:
+                    raise ValueError(
+                        f"messages[{i}]: {self.name} writes a turn before the last user query "
+                        "without the think block its generation prompt opens, so it cannot be "
+                        "trained; train turns after the last user query (one example per "
+                        "turn), or pass preserve_thinking=True"
+                    )
+                # The last turn, and any trained one, is written as the model samples it
+                # after the generation prompt.
+                last = (trained and i == n - 1) or w.trains(i)
                 self._assistant(w, m, i, think_block, last, options)
             elif m.role == "tool":
                 if i == 0 or messages[i - 1].role != "tool":
@@ -304,7 +314,7 @@ class _Qwen35Family(Renderer):
         parts = _assistant_parts(m) if self._inline_reasoning else list(m.parts)
         has_reasoning = any(type(p) is ThinkingPart and p.text.strip() for p in parts)
         if last and not options.enable_thinking and has_reasoning:
-            if options.reasoning == "error":
+            if options.reasoning == "error" and w.trains(i):
                 raise ValueError(
                     f"messages[{i}]: {self.name} with enable_thinking=False cannot write the "
                     "reasoning of this trained turn (the generation prompt closes an empty "

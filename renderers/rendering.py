@@ -155,7 +155,14 @@ class Renderer:
         weights.
 
         ``train_on`` is a :class:`TrainOn` mode or a collection of roles (every message of
-        those roles is trained). A trained assistant message gets weight 1 on the tokens
+        those roles is trained). The untrained prefix of the first trained turn is its
+        generation prompt (or this is a ``ValueError``, or the format's module docstring
+        says when not), except for a turn a later user message follows: the conversation
+        is written whole, that turn and those before it in their history form. A trained
+        turn's reasoning the format cannot write is refused or dropped (option
+        ``reasoning``); a token holding trained and untrained text is a ``ValueError``.
+
+        A trained assistant message gets weight 1 on the tokens
         the model samples for it, including the token that ends it (unless
         ``train_end_of_turn=False``); a trained message of another role on all of its
         tokens. A message's own ``weight`` (``Message.weight``; ``weight``, ``train`` or
@@ -164,7 +171,7 @@ class Renderer:
         any message).
         """
         msgs = coerce_messages(messages)
-        writer = self._write(msgs, tools, options, add_generation_prompt=False)
+        self._check_roles(msgs)  # before train_on's checks: the caller's first mistake
         selected = selected_messages(msgs, train_on, self.roles)
         everything = selected is None
         chosen = selected if selected is not None else [True] * len(msgs)
@@ -173,13 +180,17 @@ class Renderer:
         ]
         if not everything and not any(message_weights):
             raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")
+        trained = [i for i, weight in enumerate(message_weights) if weight]
+        writer = self._write(msgs, tools, options, add_generation_prompt=False, trained=trained)
         pieces = writer.piece_weights(
             message_weights,
             [everything or m.role != "assistant" for m in msgs],
             outside=1.0 if everything else 0.0,
             end_token=train_end_of_turn,
         )
-        tokens, weights, indices = writer.ids_and_weights(pieces, attribution=attribution)
+        tokens, weights, indices = writer.ids_and_weights(
+            pieces, attribution=attribution, loss_weights=True
+        )
         return SupervisedExample(
             tokens, weights, self.name, self.table, indices, markers=self.message_markers
         )
@@ -330,26 +341,30 @@ class Renderer:
         """Typed option values from ``KEY=VALUE`` text (the command line's ``--option``)."""
         return options_from_text(cls.Options, pairs, cls.name)
 
-    def _write(
-        self,
-        messages: Iterable[Message | Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        options: Mapping[str, Any],
-        add_generation_prompt: bool,
-    ) -> TokenWriter:
-        msgs = (
-            messages
-            if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
-            else coerce_messages(messages)
-        )
+    def _check_roles(self, msgs: Sequence[Message]) -> None:
         for i, m in enumerate(msgs):
             if m.role not in self.roles:
                 raise ValueError(
                     f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
                     f"(expected one of {', '.join(self.roles)})"
                 )
+
+    def _write(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+        add_generation_prompt: bool,
+        trained: Collection[int] = (),
+    ) -> TokenWriter:
+        msgs = (
+            messages
+            if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
+            else coerce_messages(messages)
+        )
+        self._check_roles(msgs)
         tool_list = normalize_tools(tools)
-        writer = TokenWriter(self.table)
+        writer = TokenWriter(self.table, trained)
         self._render(
             writer,
             msgs,

@@ -59,6 +59,7 @@ from tests.corpus import (
     prompts_of,
     result,
 )
+from tests.training import supervised_or_dropped
 
 V3 = "deepseek-ai/DeepSeek-V3"
 V31 = "deepseek-ai/DeepSeek-V3.1"
@@ -428,7 +429,15 @@ def test_supervised_tokens_match_template(
     expected = oracle(model_id, conv.messages, False, **kw)
     messages = v31_trainable(conv.messages, **kw) if model_id == V31 else conv.messages
     for train_on in TrainOn:
-        example = r.build_supervised_example(messages, tools=conv.tools, train_on=train_on, **kw)
+        try:
+            example, _ = supervised_or_dropped(
+                r, messages, tools=conv.tools, train_on=train_on, **kw
+            )
+        except ValueError as exc:
+            # The template defect's header-less turn merges with the user's text: a trained
+            # token would hold untrained text (asserted in the weights tests below).
+            assert model_id == V3 and MIXED_TOKEN in str(exc), exc
+            continue
         assert example.tokens.tolist() == expected, r.decode(example.tokens.tolist())
         assert example.weights.shape == example.tokens.shape
         assert example.tokens.dtype == np.int64
@@ -474,6 +483,9 @@ def _after_user(messages: list[dict[str, Any]], i: int) -> bool:
     return _after("user", messages, i)
 
 
+MIXED_TOKEN = "holds text of this trained turn and untrained text"
+
+
 def v31_error(i: int, *, after_tools: bool) -> str:
     """The error for a V3.1 trained turn ``messages[i]`` whose reasoning would be lost."""
     how = (
@@ -482,8 +494,8 @@ def v31_error(i: int, *, after_tools: bool) -> str:
         else "pass thinking=True, keep_thinking=True to train on it"
     )
     return re.escape(
-        f"messages[{i}]: deepseek_v3.1's template drops the reasoning of this trained turn; "
-        f"{how}, or remove the reasoning"
+        f"messages[{i}]: deepseek_v3.1 cannot write the reasoning of this trained turn (its "
+        f"template drops it; {how}); pass reasoning='drop' to leave it out, or remove it"
     )
 
 
@@ -544,7 +556,15 @@ def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
         full = oracle(model_id, messages, False, **kw)
         if model_id == V31:
             messages = v31_trainable(messages, **kw)
-        example = r.build_supervised_example(messages, tools=conv.tools, **kw)
+        try:
+            example = r.build_supervised_example(messages, tools=conv.tools, **kw)
+        except ValueError as exc:
+            # A documented V3 break where the end of the user's text and the start of the
+            # turn are one token: training it would train untrained text, an error.
+            assert model_id == V3 and MIXED_TOKEN in str(exc), exc
+            assert _v3_prefix_breaks(conv.messages, i)
+            breaks.append(param.id)
+            continue
         assert example.tokens.tolist() == full
         weights = example.weights.tolist()
         if full[: len(prompt)] == prompt:
@@ -590,13 +610,20 @@ def test_all_assistant_weights_are_the_union_of_each_turn(
         turns = [i for i, m in enumerate(conv.messages) if m["role"] == "assistant"]
         if not turns:
             continue
-        example = r.build_supervised_example(
-            trainable(conv.messages), tools=conv.tools, train_on="all_assistant", **kw
-        )
+        try:
+            example, dropped = supervised_or_dropped(
+                r, trainable(conv.messages), tools=conv.tools, train_on="all_assistant", **kw
+            )
+        except ValueError as exc:
+            assert model_id == V3 and MIXED_TOKEN in str(exc), exc
+            continue
         expected = np.zeros(len(example.tokens), dtype=np.float32)
         for i in turns:
             part = r.build_supervised_example(
-                trainable(conv.messages[: i + 1]), tools=conv.tools, **kw
+                trainable(conv.messages[: i + 1]),
+                tools=conv.tools,
+                **kw,
+                **({"reasoning": "drop"} if dropped else {}),
             )
             n = len(part.tokens)
             assert example.tokens[:n].tolist() == part.tokens.tolist()
@@ -792,7 +819,9 @@ def test_v31_keep_thinking_extends_the_thinking_prompt(v31: DeepSeekV31Renderer)
 def test_v3_render_thinking_writes_r1_style_reasoning(v3: DeepSeekV3Renderer) -> None:
     conv = next(c for c in CORPUS if c.id == "reasoning_last")
     # The template drops the reasoning; the renderer refuses to lose it silently.
-    with pytest.raises(ValueError, match=r"messages\[1\]\.content\[0\]: .*render_thinking=True"):
+    with pytest.raises(
+        ValueError, match=r"messages\[1\]: .*render_thinking=True.*reasoning='drop'"
+    ):
         v3.build_supervised_example(conv.messages)
     stripped = without_reasoning(conv).messages
     assert v3.build_supervised_example(stripped).tokens.tolist() == oracle(V3, conv.messages, False)
@@ -886,7 +915,9 @@ def test_v31_trained_turn_whose_reasoning_the_template_drops_is_an_error(
     messages = [*_V31_HISTORY, turn]
     for options in _WITHOUT_KEEP:
         for train_on in TrainOn:
-            with pytest.raises(ValueError, match=f"^{v31_error(4, after_tools=False)}$"):
+            # Modes that train every assistant turn meet messages[2]'s reasoning first.
+            first = 2 if train_on in (TrainOn.ALL, TrainOn.ALL_ASSISTANT) else 4
+            with pytest.raises(ValueError, match=f"^{v31_error(first, after_tools=False)}$"):
                 v31.build_supervised_example(messages, train_on=train_on, **options)
     # As history (a generation prompt, or a later trained turn), the template's
     # rendering, without an error.
@@ -956,7 +987,10 @@ def test_v31_reasoning_of_history_turns_is_dropped_without_an_error(
     ]
     for options in _MODES:
         for train_on in TrainOn:
-            example = v31.build_supervised_example(messages, train_on=train_on, **options)
+            # Trained history turns with reasoning are refused (the one rule), and
+            # trained without it on request: the template's rendering either way.
+            example, refused = supervised_or_dropped(v31, messages, train_on=train_on, **options)
+            assert refused == (train_on in (TrainOn.ALL, TrainOn.ALL_ASSISTANT))
             assert example.tokens.tolist() == oracle(V31, messages, False, **options)
         assert v31.build_generation_prompt(messages[:-1], **options) == oracle(
             V31, messages[:-1], True, **options
@@ -999,7 +1033,7 @@ def test_v31_keep_thinking_applies_right_after_a_user_message_only(
         {"role": "assistant", "content": "Let me see."},
         {"role": "assistant", "content": "Yes.", "reasoning_content": "No divisors."},
     ]
-    pattern = r"^messages\[2\]: deepseek_v3\.1's template drops the reasoning of this trained"
+    pattern = r"^messages\[2\]: deepseek_v3\.1 cannot write the reasoning of this trained"
     with pytest.raises(ValueError, match=pattern):
         v31.build_supervised_example(messages, thinking=True, keep_thinking=True)
 

@@ -82,18 +82,19 @@ def test_supervised_examples_equal_the_oracle(
     tokens, weights = expected_example(
         config, tokenizer_for(MODEL), messages, conversation.tools, _same
     )
-    example = r.build_supervised_example(messages, tools=conversation.tools)
     if conversation.id == "system_second_position" and not config.reasoning:
         # In chat mode the answer follows the system text without a transition token: we
-        # tokenize the encoder's text whole (".Hello" is one token, trained as it holds a
-        # trained character); the oracle encodes the answer apart.
+        # tokenize the encoder's text whole (".Hello" is one token); the oracle encodes the
+        # answer apart. That token holds untrained system text, so the turn cannot be
+        # trained (issue 13: a trained token never holds untrained text).
         tokenizer = tokenizer_for(MODEL)
         text = decode(tokenizer, tokens)
-        assert example.tokens.tolist() == template_ids(tokenizer, text)
-        assert (
-            r.decode(example.tokens[example.weights > 0].tolist()) == ".Hello.<｜end▁of▁sentence｜>"
-        )
+        whole = r.build_supervised_example(messages, tools=conversation.tools, train_on="all")
+        assert whole.tokens.tolist() == template_ids(tokenizer, text)
+        with pytest.raises(ValueError, match=r"^messages\[2\]: the token '\.H' holds text"):
+            r.build_supervised_example(messages, tools=conversation.tools)
         return
+    example = r.build_supervised_example(messages, tools=conversation.tools)
     assert example.tokens.tolist() == tokens
     assert example.weights.tolist() == weights
 
@@ -104,6 +105,8 @@ def test_parses_of_trained_turns_equal_the_oracle(
 ) -> None:
     r = renderer(config)
     messages = _messages(config, conversation.messages)
+    if conversation.id == "system_second_position" and not config.reasoning:
+        return  # not trainable (see test_supervised_examples_equal_the_oracle)
     example = r.build_supervised_example(messages, tools=conversation.tools)
     completion = example.tokens[example.weights > 0].tolist()
     result = r.parse_response(completion)

@@ -137,29 +137,38 @@ CANNOT_RENDER_REASONING = {
 }
 
 V31_TRAINED = (
-    r": deepseek_v3\.1's template drops the reasoning of this trained turn; pass "
-    r"thinking=True, keep_thinking=True to train on it, or remove the reasoning$"
+    r": deepseek_v3\.1 cannot write the reasoning of this trained turn \(its template drops "
+    r"it; pass thinking=True, keep_thinking=True to train on it\); pass reasoning='drop' to "
+    r"leave it out, or remove it$"
 )
 KIMI_TRAINED = (
-    r": kimi_k2_thinking's template drops the reasoning of this trained turn \(the "
-    r"conversation's first plain answer\); pass keep_last_reasoning=True to train on it, "
-    r"or remove the reasoning$"
+    r": kimi_k2_thinking cannot write the reasoning of this trained turn \(its template "
+    r"writes <think></think> for every turn up to the conversation's first plain answer; "
+    r"keep_last_reasoning=True keeps the last turn's\); pass reasoning='drop' to leave it "
+    r"out, or remove it$"
 )
 R1_LATER = r"\.content\[1\]: deepseek_v3 writes reasoning R1-style, one <think> block"
 QWEN_NO_THINKING = (
     r": qwen3\.%s with enable_thinking=False cannot write the reasoning of this trained turn"
 )
+QWEN3_NO_THINKING = (
+    r": qwen3 cannot write the reasoning of this trained turn \(with enable_thinking=False "
+    r"the generation prompt closes an empty think block\)"
+)
 V4_CHAT = r": deepseek_v4 in chat mode cannot write the reasoning of this trained turn"
 K25_NO_THINKING = r": kimi_k2\.5 with thinking=False cannot write the reasoning of this trained"
 
 # Variants that render reasoning, but not in every case below: case -> (the error after
-# "messages[INDEX]", whether a generation prompt with the message as history fails too).
-# Every other case renders (or drops the reasoning of a history turn, by the template's
-# design) without an error.
+# "messages[INDEX]" for the trained turn, whether a generation prompt with the message as
+# history fails too: never, under the one reasoning rule). Every other case renders (or
+# drops the reasoning of a history turn, by the template's design) without an error.
 RENDERS_REASONING_EXCEPT: dict[tuple[str, Any], dict[str, tuple[str, bool]]] = {
     ("deepseek_v3", (("fix_tool_format", True), ("render_thinking", True))): {
-        "between_text": (R1_LATER, True),
+        "between_text": (R1_LATER, False),
     },
+    ("qwen3", (("enable_thinking", False),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (QWEN3_NO_THINKING, False)
+    ),
     ("deepseek_v3.1", ()): {
         "trained": (V31_TRAINED, False),
         "between_text": (V31_TRAINED, False),
@@ -209,23 +218,23 @@ def test_reasoning_the_variant_cannot_render_is_an_error(spec: Spec) -> None:
     }
     assert set(exceptions) <= set(cases)
     for case, (messages, index) in cases.items():
+        # The one reasoning rule: reasoning of turns that are not trained is rendered as
+        # the template does, never an error (generation prompts included).
         prompt = [*messages, {"role": "user", "content": "more"}]
+        r.build_generation_prompt(prompt)
+        r.build_supervised_example([*prompt, {"role": "assistant", "content": "No."}])
+        if case == "history":
+            continue  # trained history turns: tests/test_reasoning_policy.py
         if hint is None and case not in exceptions:
-            both_builds(r, messages)  # rendered, or dropped by the template's design
+            r.build_supervised_example(messages)  # the trained turn's reasoning is written
             continue
-        if hint is None:
-            error, in_history = exceptions[case]
-            pattern = rf"^messages\[{index}\]{error}"
-        else:
-            pattern, in_history = rf"messages\[{index}\]\.content\[\d\]: .*{hint}", True
-        with pytest.raises(ValueError, match=pattern):
+        # Only the trained turn, whose reasoning the format cannot write: an error naming
+        # the message and the option, and trained without it with reasoning="drop".
+        error = exceptions[case][0] if hint is None else rf": .*{hint}"
+        with pytest.raises(ValueError, match=rf"^messages\[{index}\]{error}") as raised:
             r.build_supervised_example(messages)
-        if in_history:
-            with pytest.raises(ValueError, match=pattern):
-                r.build_generation_prompt(prompt)
-        else:  # only the trained turn loses what it should teach; history is no error
-            r.build_generation_prompt(prompt)
-            r.build_supervised_example([*prompt, {"role": "assistant", "content": "No."}])
+        assert "reasoning='drop'" in str(raised.value)
+        r.build_supervised_example(messages, reasoning="drop")
 
 
 @spec_param

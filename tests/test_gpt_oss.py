@@ -46,6 +46,7 @@ from tests.corpus import (
 )
 from tests.oracle import hf_template_ids, hf_template_text
 from tests.test_harmony import COMPLETIONS, LENIENT, SCHEMAS, golden_ids, oh
+from tests.training import supervised_or_dropped
 
 DATE = "2025-06-28"
 
@@ -289,8 +290,10 @@ def test_supervised_examples_equal_the_template(
         **options,
     )
     for train_on in TrainOn:
-        example = r.build_supervised_example(
-            conversation.messages, conversation.tools, train_on=train_on, **options
+        # A trained turn whose analysis the template drops is refused by default (the one
+        # reasoning rule) and built with reasoning="drop": the template's ids either way.
+        example, _ = supervised_or_dropped(
+            r, conversation.messages, conversation.tools, train_on=train_on, **options
         )
         assert example.tokens.tolist() == expected
     assert expected[-1] in (r.tokens.return_, r.tokens.call)
@@ -503,8 +506,14 @@ def test_weights_cover_exactly_what_the_model_samples(
 
 def test_earlier_answers_are_weighted_without_their_history_end(r: GptOssRenderer) -> None:
     conversation = next(c for c in CORPUS if c.id == "tools_then_new_question")
+    # The first call turn's analysis is dropped by the template: trained, it is refused
+    # (the one reasoning rule) and trained without it with reasoning="drop".
+    with pytest.raises(ValueError, match=r"^messages\[1\]: gpt_oss .*reasoning='drop'"):
+        r.build_supervised_example(
+            conversation.messages, conversation.tools, train_on=TrainOn.ALL_ASSISTANT
+        )
     example = r.build_supervised_example(
-        conversation.messages, conversation.tools, train_on=TrainOn.ALL_ASSISTANT
+        conversation.messages, conversation.tools, train_on=TrainOn.ALL_ASSISTANT, reasoning="drop"
     )
     tokens, weights = example.tokens.tolist(), example.weights
     end, ret, call_id = r.tokens.end, r.tokens.return_, r.tokens.call

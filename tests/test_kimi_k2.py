@@ -53,6 +53,7 @@ from tests.corpus import (
     result,
 )
 from tests.oracle import chat_template_file, sandboxed_template
+from tests.training import supervised_or_dropped
 
 INSTRUCT = "moonshotai/Kimi-K2-Instruct"
 THINKING = "moonshotai/Kimi-K2-Thinking"
@@ -397,9 +398,10 @@ def kimi_thinking_error(i: int) -> str:
     """The error for a K2-Thinking trained turn ``messages[i]`` whose reasoning the template
     drops (the conversation's first plain answer)."""
     return re.escape(
-        f"messages[{i}]: kimi_k2_thinking's template drops the reasoning of this trained turn "
-        "(the conversation's first plain answer); pass keep_last_reasoning=True to train on "
-        "it, or remove the reasoning"
+        f"messages[{i}]: kimi_k2_thinking cannot write the reasoning of this trained turn (its "
+        "template writes <think></think> for every turn up to the conversation's first plain "
+        "answer; keep_last_reasoning=True keeps the last turn's); pass reasoning='drop' to "
+        "leave it out, or remove it"
     )
 
 
@@ -498,8 +500,10 @@ def test_supervised_tokens_match_template(variant: Variant, conv: Conversation) 
     messages = trainable(variant, conv)
     modes = ["all", "all_assistant", "last_assistant"] if _has_assistant(conv) else ["all"]
     for mode in modes:
-        example = variant.renderer.build_supervised_example(
-            messages, tools=conv.tools, train_on=mode
+        # Trained turns whose reasoning the template drops: refused, then built with
+        # reasoning="drop" (the one rule); the template's tokens either way.
+        example, _ = supervised_or_dropped(
+            variant.renderer, messages, tools=conv.tools, train_on=mode
         )
         assert example.tokens.tolist() == expected, mode
         assert example.tokens.dtype == np.int64 and example.weights.shape == example.tokens.shape
@@ -528,13 +532,13 @@ def test_weights_are_one_exactly_on_sampled_assistant_tokens(
         expected = np.zeros(len(ids), dtype=np.float32)
         for start, end in chosen:
             expected[start:end] = 1
-        example = variant.renderer.build_supervised_example(
-            messages, tools=conv.tools, train_on=mode
+        example, _ = supervised_or_dropped(
+            variant.renderer, messages, tools=conv.tools, train_on=mode
         )
         np.testing.assert_array_equal(example.weights, expected, err_msg=mode)
         assert example.tokens.tolist() == ids
-    everything = variant.renderer.build_supervised_example(
-        messages, tools=conv.tools, train_on="all"
+    everything, _ = supervised_or_dropped(
+        variant.renderer, messages, tools=conv.tools, train_on="all"
     )
     assert everything.weights.tolist() == [1.0] * len(ids)
 
@@ -630,7 +634,9 @@ def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
     default = K2_THINKING.renderer
     expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
     for train_on in ("all", "all_assistant", "last_assistant"):
-        with pytest.raises(ValueError, match=f"^{kimi_thinking_error(3)}$"):
+        # Modes that train every turn meet the tool-calling turn's dropped reasoning first.
+        first = 3 if train_on == "last_assistant" else 1
+        with pytest.raises(ValueError, match=f"^{kimi_thinking_error(first)}$"):
             default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
     # The template renders the same text without the trained turn's reasoning.
     stripped = [*messages[:3], {"role": "assistant", "content": "Sunny."}]
@@ -685,7 +691,9 @@ def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, A
     for history in histories:
         messages = [*history, turn]
         for train_on in ("all", "all_assistant", "last_assistant"):
-            with pytest.raises(ValueError, match=f"^{kimi_thinking_error(len(history))}$"):
+            # A trained tool-calling turn before it loses its reasoning too (messages[2]).
+            first = 2 if len(history) > 1 and train_on != "last_assistant" else len(history)
+            with pytest.raises(ValueError, match=f"^{kimi_thinking_error(first)}$"):
                 default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
         # The turn as history: the template's rendering (reasoning dropped), no error.
         later = [*messages, {"role": "user", "content": "Bye"}]
@@ -716,9 +724,10 @@ def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, A
 
 
 def test_trained_turns_whose_reasoning_the_template_keeps_are_not_errors() -> None:
-    """Only the conversation's first plain answer loses its reasoning: a later plain
-    answer, or a tool-calling turn, keeps it as the template writes it; empty reasoning
-    loses nothing."""
+    """Only the conversation's first plain answer (and the turns before it) loses its
+    reasoning: a later plain answer, or a tool-calling turn, keeps it as the template
+    writes it; empty reasoning loses nothing. (Modes that also train the first plain
+    answer refuse its reasoning, and build with reasoning="drop".)"""
     default = K2_THINKING.renderer
     user = {"role": "user", "content": "Hi"}
     cases: list[list[dict[str, Any]]] = [
@@ -752,7 +761,10 @@ def test_trained_turns_whose_reasoning_the_template_keeps_are_not_errors() -> No
     for messages in cases:
         expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
         for train_on in ("all", "all_assistant", "last_assistant"):
-            example = default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
+            example, refused = supervised_or_dropped(
+                default, messages, tools=TOOLS, train_on=train_on
+            )
+            assert refused == (messages is cases[0] and train_on != "last_assistant")
             assert example.tokens.tolist() == expected
     text = default.decode(default.build_supervised_example(cases[0]).tokens.tolist())
     assert "<think></think>Hello.<|im_end|>" in text

@@ -13,6 +13,7 @@ from renderers import Message, TrainOn, get_renderer
 from renderers.bench.prepare import generate_corpus, qwen3_generation_template, template_example
 from tests.conftest import tokenizer_for
 from tests.oracle import hf_template_ids
+from tests.training import supervised_or_dropped
 
 MODEL = "Qwen/Qwen3-8B"
 AGENT = [
@@ -59,7 +60,10 @@ def test_all_assistant_weights_equal_the_generation_tagged_template(qwen3: Any) 
         ids, mask = template_example(
             qwen3.tokenizer, row, qwen3_generation_template(qwen3.tokenizer.chat_template)
         )
-        example = qwen3.build_supervised_example(row["messages"], row["tools"], "all_assistant")
+        # Trained history reasoning the template drops: refused, built with "drop".
+        example, _ = supervised_or_dropped(
+            qwen3, row["messages"], row["tools"], train_on="all_assistant"
+        )
         assert example.tokens.tolist() == ids
         assert (example.weights > 0).astype(int).tolist() == mask
 

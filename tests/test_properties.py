@@ -301,17 +301,32 @@ def prompt_equals(r: Renderer, messages: Conversation, prefix: list[int], rest: 
     return False
 
 
-def qwen3_no_thinking_prefix(
-    r: Renderer, messages: Conversation, prefix: list[int], rest: list[int]
-) -> bool:
-    """With ``enable_thinking=False`` the generation prompt ends with an empty think block.
-    A trained turn that starts with reasoning writes its own (sampled) think block instead,
-    so its untrained prefix is the prompt without the empty block."""
-    parts = _qwen3_inline(coerce_messages(messages[-1:])[0].parts)
-    if parts and type(parts[0]) is ThinkingPart and parts[0].text.strip("\n"):
-        assert prefix == r.build_generation_prompt(messages[:-1], enable_thinking=True)
-        return True
-    return prompt_equals(r, messages, prefix, rest)
+def qwen3_no_thinking_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    """``enable_thinking=False``: the generation prompt ends with an empty think block, so
+    reasoning of the trained turn is refused (the one reasoning rule; issue 13 item 4:
+    it used to be written after ``<|im_start|>assistant⏎``, a prompt the model never
+    sees); without it, the turn follows the prompt's block."""
+    i = len(msgs) - 1
+    m = msgs[i]
+    if m.role != "assistant":
+        return None
+    parts = _qwen3_inline(m.parts)
+    if not any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
+        return None
+    pattern = (
+        rf"^messages\[{i}\]: qwen3 cannot write the reasoning of this trained turn \(with "
+        r"enable_thinking=False the generation prompt closes an empty think block\)"
+    )
+    return pattern, Message("assistant", [p for p in parts if type(p) is not ThinkingPart])
+
+
+def qwen3_no_thinking_canonical(m: Message) -> Message:
+    """What Qwen3 with thinking off gives back: the message without its reasoning (which
+    the trained turn cannot carry), as :func:`qwen3_canonical` reads it."""
+    parts = _qwen3_inline(m.parts)
+    if any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
+        parts = [p for p in parts if type(p) is not ThinkingPart]  # refused, then removed
+    return qwen3_canonical(Message("assistant", parts))
 
 
 QWEN3 = Layout(
@@ -513,8 +528,9 @@ def v31_trained_reasoning(*, keep: bool) -> TrainedReasoning:
             else "pass thinking=True, keep_thinking=True to train on it"
         )
         pattern = (
-            rf"^messages\[{i}\]: deepseek_v3\.1's template drops the reasoning of this "
-            rf"trained turn; {re.escape(how)}, or remove the reasoning$"
+            rf"^messages\[{i}\]: deepseek_v3\.1 cannot write the reasoning of this trained "
+            rf"turn \(its template drops it; {re.escape(how)}\); pass reasoning='drop' to "
+            r"leave it out, or remove it$"
         )
         kept = [p for p in parts if type(p) is not ThinkingPart]
         if inline and "</think>" in m.text:
@@ -615,11 +631,7 @@ def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
         return None
     if not any(type(p) is ThinkingPart and p.text for p in m.parts):
         return None
-    pattern = (
-        rf"^messages\[{i}\]: kimi_k2_thinking's template drops the reasoning of this trained "
-        r"turn \(the conversation's first plain answer\); pass keep_last_reasoning=True to "
-        r"train on it, or remove the reasoning$"
-    )
+    pattern = rf"^messages\[{i}\]: kimi_k2_thinking cannot write the reasoning of this trained "
     kept = [p for p in m.parts if type(p) is not ThinkingPart]
     return pattern, Message("assistant", kept, m.name)
 
@@ -991,9 +1003,9 @@ SPECS = [
         "Qwen/Qwen3-8B",
         (("enable_thinking", False),),
         QWEN3_MESSAGES,
-        qwen3_canonical,
+        qwen3_no_thinking_canonical,
         QWEN3,
-        prompt_prefix=qwen3_no_thinking_prefix,
+        trained_reasoning=qwen3_no_thinking_reasoning,
     ),
     Spec(
         "deepseek_v3",
@@ -1212,6 +1224,15 @@ def test_supervised_prefix_equals_generation_prompt(spec: Spec, data: st.DataObj
     last = max(i for i, m in enumerate(conversation) if m["role"] in ("user", "tool"))
     messages: Conversation = [*conversation[: last + 1], data.draw(spec.messages)]
     messages = trainable(r, messages, spec.trained_reasoning, repr(spec))
+    if spec.prompt_prefix is v3_template_prefix:
+        try:
+            example = r.build_supervised_example(messages)
+        except ValueError as exc:
+            # The documented header-less turn whose start merges with the user's text: a
+            # trained token would hold untrained text, so the turn is refused.
+            assert "holds text of this trained turn and untrained text" in str(exc), exc
+            count(f"prompt consistency [{spec!r}] (refused: merged token)")
+            return
     example = r.build_supervised_example(messages)
     first = int(example.weights.argmax())
     assert example.weights[first] == 1

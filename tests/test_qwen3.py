@@ -28,6 +28,7 @@ from renderers import (
 from renderers.qwen3 import Qwen3Renderer
 from tests.corpus import CORPUS, Conversation, prompts_of
 from tests.oracle import hf_template_ids
+from tests.training import supervised_or_dropped
 
 # Entries whose text spells control tokens: the template turns them into control tokens,
 # we deliberately do not (tested separately below).
@@ -101,7 +102,11 @@ def test_supervised_tokens_match_template(
     for train_on in TrainOn:
         if train_on is not TrainOn.ALL and not any(m["role"] == "assistant" for m in conv.messages):
             continue
-        example = qwen3.build_supervised_example(conv.messages, tools=conv.tools, train_on=train_on)
+        # A trained turn whose reasoning the template drops is refused by default (one
+        # rule for every renderer) and trained without it on request.
+        example, _ = supervised_or_dropped(
+            qwen3, conv.messages, tools=conv.tools, train_on=train_on
+        )
         assert example.tokens.tolist() == expected
         assert example.weights.shape == example.tokens.shape
         assert example.tokens.dtype == np.int64
@@ -160,8 +165,8 @@ def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
 def test_all_assistant_weights_cover_each_assistant_turn(
     qwen3: Qwen3Renderer, qwen3_tokenizer: Any, conv: Conversation
 ) -> None:
-    example = qwen3.build_supervised_example(
-        conv.messages, tools=conv.tools, train_on="all_assistant"
+    example, _ = supervised_or_dropped(
+        qwen3, conv.messages, tools=conv.tools, train_on="all_assistant"
     )
     ids, w = example.tokens.tolist(), example.weights.tolist()
     im_start = qwen3_tokenizer.convert_tokens_to_ids("<|im_start|>")
@@ -194,7 +199,7 @@ def test_all_assistant_weights_cover_each_assistant_turn(
         " e\u0301 right after the header",
     ],
 )
-def test_header_and_trained_text_merged_into_tokens_weigh_by_what_they_hold(
+def test_header_and_trained_text_merged_into_tokens_are_refused_or_weigh_by_what_they_hold(
     qwen3: Qwen3Renderer, qwen3_tokenizer: Any, body: str
 ) -> None:
     messages = [
@@ -203,12 +208,18 @@ def test_header_and_trained_text_merged_into_tokens_weigh_by_what_they_hold(
         {"role": "user", "content": "More"},
         {"role": "assistant", "content": "Done."},
     ]
-    example = qwen3.build_supervised_example(messages, train_on="all_assistant")
-    ids, w = example.tokens.tolist(), example.weights.tolist()
     # Independent expectation from the tokenizer's own offsets: the earlier turn's header
-    # and body share one text segment; a token is trained if it holds any body character.
+    # and body share one text segment. A token holding header and body characters cannot
+    # be trained (it would train text the model never samples): an error naming the turn;
+    # otherwise a token is trained if it holds body characters.
     header = "assistant\n"
     enc = qwen3_tokenizer(header + body, add_special_tokens=False, return_offsets_mapping=True)
+    if any(start < len(header) < end for start, end in enc["offset_mapping"]):
+        with pytest.raises(ValueError, match=r"^messages\[1\]: the token .* holds text of this"):
+            qwen3.build_supervised_example(messages, train_on="all_assistant")
+        return
+    example = qwen3.build_supervised_example(messages, train_on="all_assistant")
+    ids, w = example.tokens.tolist(), example.weights.tolist()
     expected = [1.0 if end > len(header) else 0.0 for _, end in enc["offset_mapping"]]
     im_start = qwen3_tokenizer.convert_tokens_to_ids("<|im_start|>")
     start = [k for k, t in enumerate(ids) if t == im_start][1] + 1

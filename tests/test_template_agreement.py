@@ -220,11 +220,29 @@ def _supervised(v: Variant, conv: Conversation, mode: str) -> str:
         generic.build_supervised_example, conv.messages, conv.tools, train_on=mode, **v.options
     )
     if isinstance(theirs, ValueError):
-        return (
-            "example: both refuse"
-            if isinstance(ours, ValueError)
-            else f"FAIL {mode}: only the specialised renderer refuses: {theirs}"
-        )
+        if isinstance(ours, ValueError):
+            return "example: both refuse"
+        if "reasoning='drop'" in str(theirs) and not isinstance(
+            _attempt(
+                spec.build_supervised_example,
+                conv.messages,
+                conv.tools,
+                train_on=mode,
+                **{**v.options, "reasoning": "drop"},
+            ),
+            ValueError,
+        ):
+            # Known difference: the specialised renderers refuse every trained turn whose
+            # reasoning the format cannot write (option reasoning: history turns whose
+            # reasoning the template drops; Qwen3 with thinking off, whose prompt closes an
+            # empty think block); the template renderer checks the last turn's only.
+            return "example: documented (trained reasoning)"
+        if "so it cannot be trained" in str(theirs) and mode != "last_assistant":
+            # Known difference: a trained earlier turn whose prefix is not its generation
+            # prompt (Qwen3 thinking off: no empty think block) is refused by the
+            # specialised renderer; the template renderer holds only the last turn to it.
+            return "example: documented (untrainable earlier turn)"
+        return f"FAIL {mode}: only the specialised renderer refuses: {theirs}"
     full = theirs.tokens.tolist()
     if isinstance(ours, ValueError):
         if "differently from its generation prompt" in str(ours) and _prefix_breaks(v, conv, full):
@@ -287,6 +305,8 @@ MINIMUM = {"prompt: identical": 55, "example: identical": 40, "parse: identical"
 def test_agreement_is_measured_on_the_whole_corpus(variant: Variant) -> None:
     counts = sum(outcomes(variant).values(), Counter())
     for kind, minimum in MINIMUM.items():
+        if variant.id == "qwen3-no-thinking" and kind == "parse: identical":
+            minimum = 60  # trained turns with reasoning are refused with thinking off
         if variant.id == "deepseek_v3.1-thinking" and kind == "example: identical":
             minimum = 10  # most thinking-mode examples break the prefix (documented)
         assert counts[kind] >= minimum, (kind, counts)
@@ -301,7 +321,7 @@ def test_documented_differences_occur_where_expected() -> None:
         "example: documented (v31_history_think)",
         "example: documented (kimi_named_header)",
         "example: documented (v3_stop_inside_turn)",
-        "example: both refuse",
+        "example: documented (trained reasoning)",
     ):
         assert kind in seen, kind
 

@@ -25,7 +25,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
-__all__ = ["OptionInfo", "describe_options", "options_from_text", "with_options"]
+__all__ = [
+    "OptionInfo",
+    "Reasoning",
+    "describe_options",
+    "options_from_text",
+    "reasoning_error",
+    "with_options",
+]
+
+Reasoning = Literal["error", "drop"]
+"""The ``reasoning`` option every renderer has, one rule for all formats: the reasoning of
+a turn that is not trained is rendered exactly as the template does (kept or dropped, as
+the model sees it at inference; generation prompts never fail on it); the reasoning of a
+*trained* turn that the format cannot write there is a ``ValueError`` naming this option
+(``"error"``, the default) or is left out on purpose (``"drop"``)."""
+
+
+def reasoning_error(owner: str, index: int, why: str) -> ValueError:
+    """The one-line error for reasoning of trained message ``index`` that ``owner`` cannot
+    write (``why``: the format's reason), naming the ``reasoning`` option."""
+    return ValueError(
+        f"messages[{index}]: {owner} cannot write the reasoning of this trained turn ({why}); "
+        "pass reasoning='drop' to leave it out, or remove it"
+    )
+
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")

@@ -11,7 +11,7 @@ loss weights come from.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -42,14 +42,21 @@ class TokenWriter:
     what loss weights are computed from.
     """
 
-    __slots__ = ("_items", "_msg", "_sampled", "_table")
+    __slots__ = ("_items", "_msg", "_sampled", "_table", "trained")
 
-    def __init__(self, table: TokenTable) -> None:
+    def __init__(self, table: TokenTable, trained: Collection[int] = ()) -> None:
         self._table = table
+        self.trained = frozenset(trained)
+        """The messages a supervised example trains (none for a generation prompt): a
+        renderer refuses, or drops on request, what it cannot write for them."""
         # A control token id, text to encode, or a run of already-encoded ids.
         self._items: list[int | str | tuple[int, ...]] = []
         self._msg: list[int] = []
         self._sampled: list[bool] = []
+
+    def trains(self, msg: int) -> bool:
+        """Whether message ``msg`` is trained (never in a generation prompt)."""
+        return msg in self.trained
 
     def control(self, token_id: int, msg: int = NO_MESSAGE, sampled: bool = False) -> None:
         """A control token (by id)."""
@@ -144,11 +151,17 @@ class TokenWriter:
         return weights
 
     def ids_and_weights(
-        self, piece_weights: Sequence[float], *, attribution: bool = False
+        self,
+        piece_weights: Sequence[float],
+        *,
+        attribution: bool = False,
+        loss_weights: bool = False,
     ) -> IdsAndWeights:
         """Ids plus the weight of each token (the weight of the piece it comes from; a token
         that merges text of several pieces gets the largest), and with ``attribution`` the
-        message index of each token (likewise the largest of its pieces)."""
+        message index of each token (likewise the largest of its pieces). With
+        ``loss_weights`` (a supervised example's weights), a token merging weighted and
+        unweighted text is a ``ValueError`` naming the trained message."""
         items = self._items
         pieces_msg = self._msg
         encode = self._table.encode
@@ -188,6 +201,10 @@ class TokenWriter:
                 messages.append(segment_msgs[0])
             else:
                 segment, first_piece, last_piece = _token_pieces(self._table, texts)
+                if loss_weights:
+                    _check_no_mixed_token(
+                        self._table, segment, segment_weights, first_piece, last_piece, segment_msgs
+                    )
                 ids += segment
                 token_weights = _span_max(np.asarray(segment_weights), first_piece, last_piece, 0.0)
                 token_msgs = _span_max(
@@ -256,6 +273,29 @@ def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], np.nd
     first[empty] = -1
     last[empty] = -1
     return ids, first, last
+
+
+def _check_no_mixed_token(
+    table: TokenTable,
+    ids: list[int],
+    piece_weights: Sequence[float],
+    first: np.ndarray,
+    last: np.ndarray,
+    piece_msgs: Sequence[int],
+) -> None:
+    """A token whose text comes partly from trained and partly from untrained pieces would
+    train the model on text it never samples: a caller error naming the message."""
+    for k in np.flatnonzero(last > first):
+        spanned = piece_weights[first[k] : last[k] + 1]
+        if min(spanned) == 0 < max(spanned):
+            start = int(first[k])
+            trained = next(piece_msgs[start + j] for j, w in enumerate(spanned) if w > 0)
+            text = table.id_to_bytes[ids[k]].decode("utf-8", "replace")
+            raise ValueError(
+                f"messages[{trained}]: the token {text!r} holds text of this trained turn "
+                "and untrained text next to it (the format writes no control token between "
+                "them), so it cannot be trained; train another turn or change the text"
+            )
 
 
 def _span_max(values: np.ndarray, first: np.ndarray, last: np.ndarray, empty: float) -> np.ndarray:
