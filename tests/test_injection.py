@@ -18,6 +18,7 @@ import pytest
 
 from renderers import Message, Renderer, UnparsedToolCallPart
 from tests.test_properties import SPECS, Conversation, Spec, trainable
+from tests.training import supervised_or_dropped
 
 spec_param = pytest.mark.parametrize("spec", SPECS, ids=repr)
 
@@ -107,15 +108,21 @@ def check_ordinary(spec: Spec, x: str, *, reasoning: bool) -> None:
     builds: list[Callable[[list[dict[str, Any]], Any], list[int]]] = [
         lambda m, t: r.build_generation_prompt(m[:-1], t),
         lambda m, t: r.build_generation_prompt(m[:3], t),
-        lambda m, t: r.build_supervised_example(trained(m), t).tokens.tolist(),
-        lambda m, t: r.build_supervised_example(
-            trained(m), t, train_on="all_assistant"
-        ).tokens.tolist(),
-        lambda m, t: r.build_supervised_example(trained(m[:3]), None).tokens.tolist(),
+        lambda m, t: supervised_or_dropped(r, trained(m), t)[0].tokens.tolist(),
+        lambda m, t: supervised_or_dropped(r, trained(m), t, train_on="all_assistant")[
+            0
+        ].tokens.tolist(),
+        lambda m, t: supervised_or_dropped(r, trained(m[:3]), None)[0].tokens.tolist(),
     ]
     for build in builds:
+        try:
+            expected = build(safe_messages, safe_tools)
+        except ValueError as exc:  # a turn the format cannot train, whatever its text
+            with pytest.raises(ValueError, match="cannot be trained"):
+                build(messages, tools)
+            assert "cannot be trained" in str(exc)
+            continue
         got = build(messages, tools)
-        expected = build(safe_messages, safe_tools)
         assert _controls(r, got) == _controls(r, expected)
         # The same characters where the harmless text was: nothing dropped or altered.
         text = r.decode(expected).replace(tool_name(spec, HARMLESS), tool_name(spec, x))

@@ -12,7 +12,7 @@ from typing import Any
 
 from renderers.example import SupervisedExample
 
-DROP_HINT = "pass reasoning='drop' to leave it out"
+DROP_HINT = "reasoning='drop'"
 
 
 def supervised_or_dropped(
