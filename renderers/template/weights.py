@@ -108,6 +108,15 @@ def turn_span(
                 if found is None:
                     raise ValueError(_prefix_error(t, prompt_text, full_text, earlier, strict))
                 start = found
+        elif start < len(ids):
+            # Only a merge at the boundary: the token at ``start`` holds the end of the
+            # prompt and the turn's first text, which the model never samples as one.
+            text = table.decode([ids[start]])
+            raise ValueError(
+                f"messages[{t}]: the token {text!r} holds the end of the generation prompt "
+                "and text of this trained turn (the template writes no control token "
+                "between them), so it cannot be trained; train another turn or change the text"
+            )
     bound = owners.later(t, start) if owners is not None else len(ids)
     for k in range(start, bound):
         if ids[k] in stops:
