@@ -228,8 +228,9 @@ def parse_header(
     content_type = None
     if content_types:
         constrained = [c for c in content_types if c[0].startswith(CONSTRAIN)]
-        content_type, where = (constrained or content_types)[-1]
-        others = [c for c, _ in content_types if c != content_type]
+        chosen = (constrained or content_types)[-1]
+        content_type, where = chosen
+        others = [w for w, _ in (c for c in content_types if c is not chosen)]
         if others:
             problems.append((marks[where], False, f"unexpected words in the header: {others}"))
         if where == 0 and last > 0:

@@ -946,3 +946,17 @@ def test_text_sampled_instead_of_a_header_is_never_lost(text: str, after: str) -
     result = _parsed_both_ways(r, text + after)
     kept = text.lstrip()
     assert result.message.text == (kept + "ok" if after.startswith(_NEXT) else kept), result
+
+
+@pytest.mark.parametrize(
+    "header", ["final blah blah", "final json json", "commentary to=functions.f json json"]
+)
+def test_every_extra_header_word_is_reported_even_when_it_repeats_another(header: str) -> None:
+    """A header holds one content type; a second word, even the same word again, is text
+    the model sampled where the format has no place for it: always an issue."""
+    r = GptOssRenderer(tokenizer_for("openai/gpt-oss-20b"), date=DATE)
+    result = r.parse_text(f"<|channel|>{header}<|message|>{{}}<|return|>")
+    assert result.termination is Termination.MALFORMED
+    assert [i.message for i in result.issues if "unexpected words" in i.message] == [
+        f"unexpected words in the header: {[header.split()[-1]]}"
+    ]
