@@ -473,8 +473,8 @@ class HarmonyMachine:
         self._texts = [[]]
         self._marks = [pos]
 
-    def _parse(self, missing_message: bool) -> tuple[Header, str | None]:
-        header, body, problems = parse_header(
+    def _read_header(self, missing_message: bool) -> tuple[Header, str | None, list[Problem]]:
+        return parse_header(
             self._kinds,
             ["".join(chunks) for chunks in self._texts],
             self._marks,
@@ -483,22 +483,16 @@ class HarmonyMachine:
             valid_channels=self._valid,
             missing_message=missing_message,
         )
+
+    def _parse(self, missing_message: bool) -> tuple[Header, str | None]:
+        header, body, problems = self._read_header(missing_message)
         for pos, silent, message in problems:
             self._problem(pos, silent, message)
         return header, body
 
     def _header_body(self) -> str:
         """The text of the open header that a header cannot hold (the body it ran into)."""
-        _, body, _ = parse_header(
-            self._kinds,
-            ["".join(chunks) for chunks in self._texts],
-            self._marks,
-            role=self._given,
-            default_role=self._default_role,
-            valid_channels=self._valid,
-            missing_message=True,
-        )
-        return body or ""
+        return self._read_header(missing_message=True)[1] or ""
 
     def _open_body(self, missing_message: bool) -> str | None:
         """End the header and start the body; returns body text the header ran into."""
