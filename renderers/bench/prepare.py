@@ -220,8 +220,10 @@ def _check_equal(model: str, rows: list[dict[str, Any]], template: str) -> int:
     total = 0
     for k, row in enumerate(rows):
         ids, mask = template_example(renderer.tokenizer, row, template)
+        # The template drops history reasoning; training every assistant turn, ours drops it
+        # only when told to (the library's one reasoning rule).
         example = renderer.build_supervised_example(
-            row["messages"], row["tools"], train_on="all_assistant"
+            row["messages"], row["tools"], train_on="all_assistant", reasoning="drop"
         )
         if example.tokens.tolist() != ids or (example.weights > 0).astype(int).tolist() != mask:
             raise AssertionError(f"row {k}: ours and the generation-tagged template differ")
@@ -257,6 +259,8 @@ def _time_prepare(model: str, data: Path, num_proc: int, workdir: Path) -> Resul
         str(workdir / f"out-{num_proc}.parquet"),
         "--train-on",
         "all_assistant",
+        "--option",
+        "reasoning=drop",
         "--num-proc",
         str(num_proc),
         "--stats",
