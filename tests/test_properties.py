@@ -317,16 +317,22 @@ def qwen3_no_thinking_reasoning(msgs: list[Message]) -> tuple[str, Message] | No
         rf"^messages\[{i}\]: qwen3 cannot write the reasoning of this trained turn \(with "
         r"enable_thinking=False the generation prompt closes an empty think block\)"
     )
-    return pattern, Message("assistant", [p for p in parts if type(p) is not ThinkingPart])
+    return pattern, Message("assistant", _qwen3_without_reasoning(parts))
+
+
+def _qwen3_without_reasoning(parts: Sequence[Part]) -> list[Part]:
+    """``parts`` without reasoning, read the template's way: removing the thinking parts
+    can leave text with ``</think>`` that is inline reasoning in turn."""
+    parts = _qwen3_inline(parts)
+    while any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
+        parts = _qwen3_inline([p for p in parts if type(p) is not ThinkingPart])
+    return parts
 
 
 def qwen3_no_thinking_canonical(m: Message) -> Message:
     """What Qwen3 with thinking off gives back: the message without its reasoning (which
     the trained turn cannot carry), as :func:`qwen3_canonical` reads it."""
-    parts = _qwen3_inline(m.parts)
-    if any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts):
-        parts = [p for p in parts if type(p) is not ThinkingPart]  # refused, then removed
-    return qwen3_canonical(Message("assistant", parts))
+    return qwen3_canonical(Message("assistant", _qwen3_without_reasoning(m.parts)))
 
 
 QWEN3 = Layout(
