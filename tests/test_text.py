@@ -171,7 +171,7 @@ def reference_split(
         if kind == "block":
             thinking = s.strip(WS)
             if runs is None:
-                runs = [pending]
+                runs = [pending, ""]  # the run before the block, and the one after it
             else:
                 runs.append("")
             pending = ""
