@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
@@ -73,6 +73,13 @@ class Header:
     recipient: str | None
     content_type: str | None
     start: int
+    stray: tuple[tuple[int, str], ...] = ()
+    """Words sampled in the header that are none of its fields (reported as an issue),
+    as sampled, per header segment with the segment's token position: a parser keeps
+    them as text so that no sampled character is lost."""
+    body_start: int = 0
+    """With ``stray`` words: the token where the body's text begins (its ``<|message|>``,
+    or the last header segment when the header ran into the body)."""
 
 
 class MessageSink(Protocol):
@@ -167,9 +174,10 @@ def parse_header(
     channel: str | None = None
     recipient: str | None = None
     channel_at = marks[0]
-    content_types: list[tuple[str, int]] = []
+    content_types: list[tuple[str, int, int]] = []
+    """Content-type candidates: the word, its segment and its character offset there."""
 
-    def word(w: str, i: int, after_channel: bool) -> None:
+    def word(w: str, i: int, at: int, after_channel: bool) -> None:
         nonlocal recipient
         if w.startswith("to="):
             if recipient is not None:
@@ -184,24 +192,24 @@ def parse_header(
                     (marks[i], True, "expected the recipient before <|channel|>, found it after")
                 )
         else:
-            content_types.append((w, i))
+            content_types.append((w, i, at))
 
-    words = texts[0].split()
+    words = _words(texts[0])
     if role is None:
         if words:
-            role, name = _author(words.pop(0))
+            role, name = _author(words.pop(0)[0])
             if role == "tool" and "." not in (name or "") and not words:
                 problems.append((marks[0], False, f"unknown role {name!r} (read as a tool name)"))
         else:
             problems.append((marks[0], False, "expected a role after <|start|>"))
             role = default_role
-    elif words and words[0] == role:
+    elif words and words[0][0] == role:
         words.pop(0)
-    for w in words:
-        word(w, 0, False)
+    for w, at in words:
+        word(w, 0, at, False)
     for i in range(1, last + 1):
         text = texts[i]
-        words = text.split()
+        words = _words(text)
         token = _SEGMENT_TOKEN[kinds[i]]
         if words and text[0].isspace():
             problems.append((marks[i], True, f"expected no whitespace after {token}"))
@@ -210,11 +218,13 @@ def parse_header(
                 problems.append((marks[i], False, "expected a channel name after <|channel|>"))
                 continue
             if channel is not None:
-                problems.append((marks[i], False, f"a second <|channel|> {words[0]!r} (ignored)"))
+                problems.append(
+                    (marks[i], False, f"a second <|channel|> {words[0][0]!r} (ignored)")
+                )
             else:
-                channel, channel_at = words[0], marks[i]
-            for w in words[1:]:
-                word(w, i, True)
+                channel, channel_at = words[0][0], marks[i]
+            for w, at in words[1:]:
+                word(w, i, at, True)
         else:
             before = texts[i - 1]
             if not before or not before[-1].isspace():
@@ -222,17 +232,21 @@ def parse_header(
             if not words:
                 problems.append((marks[i], False, "expected a content type after <|constrain|>"))
                 continue
-            content_types.append((CONSTRAIN + words[0], i))
-            for w in words[1:]:
-                word(w, i, True)
+            content_types.append((CONSTRAIN + words[0][0], i, words[0][1]))
+            for w, at in words[1:]:
+                word(w, i, at, True)
     content_type = None
+    stray: tuple[tuple[int, str], ...] = ()
     if content_types:
         constrained = [c for c in content_types if c[0].startswith(CONSTRAIN)]
         chosen = (constrained or content_types)[-1]
-        content_type, where = chosen
-        others = [w for w, _ in (c for c in content_types if c is not chosen)]
+        content_type, where, _ = chosen
+        others = [c for c in content_types if c is not chosen]
         if others:
-            problems.append((marks[where], False, f"unexpected words in the header: {others}"))
+            problems.append(
+                (marks[where], False, f"unexpected words in the header: {[c[0] for c in others]}")
+            )
+            stray = _stray_text(texts, marks, others)
         if where == 0 and last > 0:
             problems.append(
                 (marks[0], True, "expected the content type after the channel, found it before")
@@ -247,8 +261,27 @@ def parse_header(
                 f"unknown channel {channel!r} (expected one of {', '.join(valid_channels)}; kept)",
             )
         )
-    header = Header(role, name, channel, recipient, content_type, marks[0])
+    header = Header(role, name, channel, recipient, content_type, marks[0], stray)
     return header, body, problems
+
+
+def _words(text: str) -> list[tuple[str, int]]:
+    """The whitespace-separated words of ``text`` with their offsets."""
+    return [(m.group(), m.start()) for m in _WORD.finditer(text)]
+
+
+def _stray_text(
+    texts: Sequence[str], marks: Sequence[int], words: Sequence[tuple[str, int, int]]
+) -> tuple[tuple[int, str], ...]:
+    """The sampled text of stray header words per segment (with the segment's position):
+    from the first word's start to the last word's end, the whitespace between as sampled."""
+    spans: dict[int, tuple[int, int]] = {}
+    for w, i, at in words:
+        if w.startswith(CONSTRAIN):
+            w = w[len(CONSTRAIN) :]
+        first, end = spans.get(i, (at, at))
+        spans[i] = (min(first, at), max(end, at + len(w)))
+    return tuple((marks[i], texts[i][a:b]) for i, (a, b) in sorted(spans.items()))
 
 
 # -- the state machine -------------------------------------------------------------------
@@ -271,6 +304,7 @@ class HarmonyMachine:
         "_report",
         "_role",
         "_sink",
+        "_spell",
         "_state",
         "_stray",
         "_strict",
@@ -288,10 +322,12 @@ class HarmonyMachine:
         role: str | None,
         strict: bool,
         report: Callable[[int, str], None],
+        spell: Callable[[int], str | None],
         valid_channels: Sequence[str] | None = CHANNELS,
         default_role: str = "assistant",
     ) -> None:
         self._tk = tokens
+        self._spell = spell
         self._ends = tokens.ends
         self._sink = sink
         self._write = sink.body
@@ -365,13 +401,13 @@ class HarmonyMachine:
                 self._problem(pos, False, f"<|{end_name}|> outside a message (ignored)")
         elif t == tk.message:
             if state == _HEADER:
-                self._open_body(missing_message=False)
+                self._open_body(pos, missing_message=False)
             elif state == _BODY:
-                self._problem(pos, False, "<|message|> inside a message body (dropped)")
+                self._keep(t, pos, "<|message|> inside a message body")
             elif state == _EXPECT_START:
                 self._problem(pos, False, "expected <|start|> before <|message|>")
                 self._begin(pos, self._default_role)
-                self._open_body(missing_message=False)
+                self._open_body(pos, missing_message=False)
         elif t == tk.start:
             if state == _BODY:
                 self._problem(
@@ -389,7 +425,7 @@ class HarmonyMachine:
                     self._problem(
                         pos, False, "expected <|message|> before <|start|> (the text is kept)"
                     )
-                    body = self._open_body(missing_message=True)
+                    body = self._open_body(pos, missing_message=True)
                     if self._state == _BODY:
                         if body:
                             self._write(body)
@@ -405,7 +441,7 @@ class HarmonyMachine:
             kind = _CHANNEL if t == tk.channel else _CONSTRAIN
             if state in (_BODY, _EXPECT_START):
                 if kind == _CONSTRAIN:
-                    self._problem(pos, False, "<|constrain|> outside a message header (dropped)")
+                    self._keep(t, pos, "<|constrain|> outside a message header")
                     return
                 if state == _BODY:
                     self._problem(
@@ -424,7 +460,7 @@ class HarmonyMachine:
             self._texts.append([])
             self._marks.append(pos)
         elif state != _HALTED:
-            self._problem(pos, False, f"unexpected control token {t} (dropped)")
+            self._keep(t, pos, f"unexpected control token {self._spell(t) or t}")
 
     def end(self, pos: int, stop: int | None) -> None:
         """The input ends at ``pos``: at the stop token ``stop`` (an end token, or an
@@ -452,13 +488,21 @@ class HarmonyMachine:
             # Cut off where a header belongs, after text a header cannot hold (a completion
             # that is only an answer): that text is the body of a truncated message.
             self._problem(pos, False, "expected <|message|> before the end of the tokens")
-            body = self._open_body(missing_message=True)
+            body = self._open_body(pos, missing_message=True)
             if self._state == _BODY:
                 if body:
                     self._write(body)
                 self._close(pos, None, truncated=True)
 
     # -- transitions -------------------------------------------------------------------------
+
+    def _keep(self, t: int, pos: int, what: str) -> None:
+        """A control token the format has no place for here: text the model sampled, kept
+        where it was sampled (body, header or between messages) and reported."""
+        self._problem(pos, False, f"{what} (kept as text)")
+        if self._state == _EXPECT_START and not self._stray:
+            self._after = pos
+        self.text(self._spell(t) or "")
 
     def _problem(self, pos: int, silent: bool, message: str) -> None:
         if self._strict:
@@ -494,9 +538,12 @@ class HarmonyMachine:
         """The text of the open header that a header cannot hold (the body it ran into)."""
         return self._read_header(missing_message=True)[1] or ""
 
-    def _open_body(self, missing_message: bool) -> str | None:
-        """End the header and start the body; returns body text the header ran into."""
+    def _open_body(self, pos: int, missing_message: bool) -> str | None:
+        """End the header at the control token at ``pos`` and start the body; returns body
+        text the header ran into (it was sampled after the last header segment's mark)."""
         header, body = self._parse(missing_message)
+        if header.stray:
+            header = replace(header, body_start=self._marks[-1] if missing_message else pos)
         self._state = _BODY
         self._role = header.role
         self._sink.begin(header)
@@ -505,7 +552,7 @@ class HarmonyMachine:
     def _header_without_message(self, pos: int, end_name: str | None) -> None:
         spelled = f"<|{end_name}|>" if end_name else "the end-of-sequence token"
         self._problem(pos, False, f"expected <|message|> before {spelled}")
-        body = self._open_body(missing_message=True)
+        body = self._open_body(pos, missing_message=True)
         if self._state != _BODY:
             return
         if body:
@@ -632,6 +679,7 @@ class _Driver(StreamParser):
             role=role,
             strict=strict,
             report=self._issue,
+            spell=table.control_text,
             valid_channels=valid_channels,
         )
         self._on_token = self.machine.token  # type: ignore[method-assign,assignment]

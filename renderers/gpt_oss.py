@@ -638,15 +638,25 @@ class _PartSink:
             self._parser.cut(header)
             return
         self._header = header
+        start = header.start
+        if header.stray:
+            # Words the header has no place for: text the model sampled, kept (reported)
+            # in text parts spanning their header segments, before the body.
+            start = header.body_start
+            ends = [at for at, _ in header.stray[1:]] + [start]
+            for (at, text), end in zip(header.stray, ends, strict=True):
+                self._asm.open(TEXT, at)
+                self._asm.write(text)
+                self._asm.close(end)
         # A part keeps its channel only when it is not its kind's default (analysis for
         # thinking, final for text, commentary for calls), so a plain answer is a ``str``.
         if header.recipient is not None:
-            self._asm.open(TOOL_CALL, header.start, channel=header.channel)
+            self._asm.open(TOOL_CALL, start, channel=header.channel)
         elif header.channel == "analysis":
-            self._asm.open(THINKING, header.start)
+            self._asm.open(THINKING, start)
         else:
             channel = None if header.channel == "final" else header.channel
-            self._asm.open(TEXT, header.start, channel=channel)
+            self._asm.open(TEXT, start, channel=channel)
 
     def close(self, end: int, end_token: str | None, truncated: bool) -> None:
         self._asm.close(end, incomplete=truncated, build=self._tool_call)
@@ -685,7 +695,12 @@ class _GptOssParser(StreamParser):
             events=events,
         )
         self.machine = HarmonyMachine(
-            tk, _PartSink(self), role="assistant", strict=False, report=self._issue
+            tk,
+            _PartSink(self),
+            role="assistant",
+            strict=False,
+            report=self._issue,
+            spell=r.table.control_text,
         )
         self._token = self.machine.token
         self._on_text = self.machine.text  # type: ignore[method-assign]

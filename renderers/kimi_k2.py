@@ -718,7 +718,9 @@ class _KimiK2Parser(StreamParser):
         in_call = state in (_CALL_ID, _CALL_ARGS)
         if token_id == r.think:
             if state == THINKING:
-                self._issue(pos, "<think> inside an open think block (ignored)")
+                self._keep_as_text(
+                    token_id, pos, "<think> inside an open think block (kept as text)"
+                )
                 return
             if in_call:
                 self._cut_call(pos, "<think> inside a tool call (the call is cut there)")
@@ -730,7 +732,9 @@ class _KimiK2Parser(StreamParser):
             asm.open(THINKING, pos, explicit=True)
         elif token_id == r.think_end:
             if state != THINKING:
-                self._issue(pos, "</think> without an open think block (ignored)")
+                self._keep_as_text(
+                    token_id, pos, "</think> without an open think block (kept as text)"
+                )
                 return
             asm.close(pos + 1)
             self._state = TEXT
@@ -741,7 +745,9 @@ class _KimiK2Parser(StreamParser):
                 self._state = _SECTION
                 self._open_section_text(pos + 1)
             elif state == _SECTION:
-                self._issue(pos, "tool-call section begin inside the section (ignored)")
+                self._keep_as_text(
+                    token_id, pos, "tool-call section begin inside the section (kept as text)"
+                )
             else:  # from text, or straight from reasoning without </think>
                 self._enter_section(pos, pos + 1)
         elif token_id == r.call_begin:
@@ -755,13 +761,19 @@ class _KimiK2Parser(StreamParser):
             asm.open(TOOL_CALL, pos)
         elif token_id == r.argument_begin:
             if state != _CALL_ID:
-                self._issue(pos, "<|tool_call_argument_begin|> outside a tool-call id (ignored)")
+                self._keep_as_text(
+                    token_id,
+                    pos,
+                    "<|tool_call_argument_begin|> outside a tool-call id (kept as text)",
+                )
                 return
             asm.next_segment(_ARGUMENT_MARKER)
             self._state = _CALL_ARGS
         elif token_id == r.call_end:
             if not in_call:
-                self._issue(pos, "<|tool_call_end|> without an open tool call (ignored)")
+                self._keep_as_text(
+                    token_id, pos, "<|tool_call_end|> without an open tool call (kept as text)"
+                )
                 return
             asm.close(pos + 1, build=_tool_call_from_body)
             self._state = _SECTION
@@ -772,7 +784,9 @@ class _KimiK2Parser(StreamParser):
                 self._state = TEXT
                 asm.open(TEXT, pos + 1)
             elif state != _SECTION:
-                self._issue(pos, "tool-call section end without a section (ignored)")
+                self._keep_as_text(
+                    token_id, pos, "tool-call section end without a section (kept as text)"
+                )
             else:
                 self._leave_section(pos, pos + 1)
         else:  # <|im_user|>, <|im_assistant|>, <|im_system|>: the model began another turn

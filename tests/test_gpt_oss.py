@@ -960,3 +960,35 @@ def test_every_extra_header_word_is_reported_even_when_it_repeats_another(header
     assert [i.message for i in result.issues if "unexpected words" in i.message] == [
         f"unexpected words in the header: {[header.split()[-1]]}"
     ]
+
+
+_HEADER_WORD = st.text(
+    st.characters(blacklist_categories=("Cs", "Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=8
+).filter(lambda w: "<|" not in w and not w.startswith("to=") and not any(c.isspace() for c in w))
+
+
+@given(
+    channel=st.sampled_from(["final", "analysis", "commentary to=functions.f"]),
+    words=st.lists(_HEADER_WORD, min_size=2, max_size=4),
+    gap=st.sampled_from([" ", "  ", "\t"]),
+    constrained=st.booleans(),
+)
+def test_header_words_the_format_has_no_place_for_are_kept_as_text(
+    channel: str, words: list[str], gap: str, constrained: bool
+) -> None:
+    """A header holds one content type. Every other word sampled there is text the model
+    wrote: it is kept, as sampled, in a text part before the body (and reported), in
+    batch and streaming alike."""
+    r = GptOssRenderer(tokenizer_for("openai/gpt-oss-20b"), date=DATE)
+    header = channel + " " + gap.join(words)
+    if constrained:
+        header += " <|constrain|>json"
+    body = '{"a": 1}' if "to=" in channel else "body"
+    end = "<|call|>" if "to=" in channel else "<|return|>"
+    result = _parsed_both_ways(r, f"<|channel|>{header}<|message|>{body}{end}")
+    stray = gap.join(words if constrained else words[:-1])
+    assert result.termination is Termination.MALFORMED
+    assert any("unexpected words" in i.message for i in result.issues)
+    assert result.message.text.startswith(stray), result
+    kept = "".join(p.text for p in result.message.parts if isinstance(p, TextPart | ThinkingPart))
+    assert kept.replace(stray, "", 1).endswith("" if "to=" in channel else body), result

@@ -910,7 +910,7 @@ LENIENT: dict[str, tuple[str, list[tuple[Any, ...]], int, tuple[Where, str]]] = 
     ),
     "stray_control_token_in_body": (
         "<|channel|>final<|message|>a<|constrain|>b<|return|>",
-        [("final", None, None, "ab")],
+        [("final", None, None, "a<|constrain|>b")],
         1,
         (("<|constrain|>", 0, 0), "<|constrain|> outside a message header"),
     ),

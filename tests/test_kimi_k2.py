@@ -1148,15 +1148,44 @@ def test_k2_instruct_think_tags_are_text() -> None:
     assert res.termination is Termination.STOP
 
 
-def test_stray_markers_are_reported_not_dropped() -> None:
+def test_stray_markers_are_kept_as_text_and_reported() -> None:
     res = _parse(
         K2_THINKING,
         "</think>a<|tool_call_end|>b<|tool_calls_section_begin|>stray"
         f"{CALL}<|tool_calls_section_end|><|im_end|>",
     )
-    assert list(res.message.parts) == [TextPart("ab"), TextPart("stray"), WEATHER_CALL]
+    assert list(res.message.parts) == [
+        TextPart("</think>a<|tool_call_end|>b"),
+        TextPart("stray"),
+        WEATHER_CALL,
+    ]
     assert res.termination is Termination.MALFORMED
     assert len(res.issues) == 3
+
+
+_OUT_OF_PLACE = [
+    ("", "<|tool_call_end|>", TextPart),
+    ("", "<|tool_calls_section_end|>", TextPart),
+    ("", "<|tool_call_argument_begin|>", TextPart),
+]
+_OUT_OF_PLACE_THINK = [("<think>", "<think>", ThinkingPart), ("", "</think>", TextPart)]
+
+
+@pytest.mark.parametrize(
+    ("variant", "before", "marker", "kind"),
+    [(K2, *case) for case in _OUT_OF_PLACE]
+    + [(K2_THINKING, *case) for case in _OUT_OF_PLACE + _OUT_OF_PLACE_THINK],
+)
+def test_a_control_token_sampled_out_of_place_stays_in_the_text_it_interrupts(
+    variant: Variant, before: str, marker: str, kind: type
+) -> None:
+    """Text the model sampled is structure or content, never dropped: a marker where the
+    format has no place for it is kept, spelled out, in the part it was sampled in."""
+    res = _parse(variant, f"{before}a{marker}b<|im_end|>")
+    parts = [p for p in res.message.parts if isinstance(p, kind)]
+    assert [p.text for p in parts] == [f"a{marker}b"], res
+    assert any("kept as text" in i.message for i in res.issues), res.issues
+    assert res.termination is Termination.MALFORMED
 
 
 STRUCTURAL = [

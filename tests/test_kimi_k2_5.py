@@ -243,5 +243,5 @@ def test_the_parser_starts_inside_the_reasoning_the_prompt_opened() -> None:
     ids.append(r.table.control_id("<|im_end|>"))
     assert r.parse_response(ids).message.parts == (ThinkingPart("plan"), TextPart("done"))
     off = r.parse_response(ids, thinking=False)
-    assert off.message.parts == (TextPart("plandone"),)
+    assert off.message.parts == (TextPart("plan</think>done"),)  # kept, not dropped
     assert off.termination is Termination.MALFORMED  # </think> without a think block

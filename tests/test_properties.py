@@ -666,9 +666,19 @@ def kimi_thinking_prefix(
 
 
 KIMI = Layout(
+    # Kimi-K2 also samples its section markers misspelled, as text (see renderers.kimi_k2).
     separators=r"<\|tool_call_section_begin\|>|<\|tool_call_section_end\|>",
     segment_markers=(_ARGUMENT_MARKER,),
     first_segment_only=True,
+    kept_controls=(
+        "<think>",
+        "</think>",
+        "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|tool_call_end|>",
+        _ARGUMENT_MARKER,
+    ),
+    call_markers=("<|tool_call_begin|>", "<|tool_call_end|>"),
 )
 
 # -- gpt-oss (Harmony) -------------------------------------------------------------------------
@@ -752,7 +762,7 @@ def gpt_oss_text_check(
             assert covered[k], (k, r.decode(ids))
     for part, (start, stop) in zip(parts, spans, strict=True):
         if isinstance(part, (TextPart, ThinkingPart)):
-            source = _decode_runs(r, ids[start:stop], lambda j, s=start: ids[s + j] in control)
+            source = _spelled(r, ids[start:stop])
             assert part.text in source
 
 
@@ -1348,6 +1358,25 @@ def _token_soup(r: Renderer) -> st.SearchStrategy[list[int]]:
     return soup
 
 
+def _spelled(r: Renderer, ids: Sequence[int]) -> str:
+    """The text of ``ids`` with control tokens spelled out, each run of ordinary tokens
+    decoded on its own (as the parser does: it flushes its decoder at every marker)."""
+    pieces: list[str] = []
+    run: list[int] = []
+    for t in ids:
+        spelling = r.table.control_text(t)
+        if spelling is None:
+            run.append(t)
+            continue
+        if run:
+            pieces.append(r.table.decode(run))
+            run = []
+        pieces.append(spelling)
+    if run:
+        pieces.append(r.table.decode(run))
+    return "".join(pieces)
+
+
 def _decode_runs(r: Renderer, ids: Sequence[int], skip: Callable[[int], bool]) -> str:
     """The text of ``ids`` without skipped positions, each run between skipped positions
     decoded on its own (as the parser does: it flushes its decoder at every marker)."""
@@ -1395,8 +1424,11 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
         previous = stop  # may belong to the reasoning and to the answer after it)
     in_call = [False] * len(ids)
     markers = {r.table.control_id(m): m for m in layout.segment_markers}
-    kept = {r.table.control_id(m) for m in layout.kept_controls} - markers.keys()
-    call_markers = {r.table.control_id(m) for m in layout.call_markers}
+    controls = r.table.control_tokens
+    kept = {controls[m] for m in layout.kept_controls if m in controls}
+    if not layout.first_segment_only:  # else later segment markers are content
+        kept -= markers.keys()
+    call_markers = {controls[m] for m in layout.call_markers if m in controls}
     for part, (start, stop) in zip(parts, spans, strict=True):
         if not _is_call(part):
             continue
@@ -1434,13 +1466,26 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
     if layout.text_check is not None:
         layout.text_check(r, ids, end, parts, spans)
         return result
-    kept = {r.table.control_id(m) for m in layout.kept_controls}
-    outside = _decode_runs(
-        r, ids[:end], lambda k: in_call[k] or (ids[k] in structural and ids[k] not in kept)
-    )
+    # Outside calls, structural tokens are spelled out: each is a marker between parts or,
+    # sampled where the format has no place for it, text inside a part (never dropped).
+    pieces: list[str] = []
+    run: list[int] = []
+    for k in range(end):
+        t = ids[k]
+        if in_call[k] or t in structural:
+            if run:
+                pieces.append(r.table.decode(run))
+                run = []
+            if not in_call[k]:
+                pieces.append(r.table.control_text(t) or "")
+        else:
+            run.append(t)
+    if run:
+        pieces.append(r.table.decode(run))
+    outside = "".join(pieces)
     texts = [p.text for p in parts if isinstance(p, (TextPart, ThinkingPart)) and p.text]
     separators = [layout.separators] if layout.separators else []
-    separators += map(re.escape, layout.kept_controls)
+    separators += (re.escape(r.table.control_text(t) or "") for t in sorted(structural))
     gap = f"(?:{'|'.join(separators)})*" if separators else ""
     pattern = gap + gap.join(map(re.escape, texts)) + gap
     assert re.fullmatch(pattern, outside, re.DOTALL), (texts, outside)
