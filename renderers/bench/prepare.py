@@ -292,19 +292,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="renderers bench --suite prepare")
-    parser.add_argument("--conversations", type=int, default=4000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default="qwen3")
-    parser.add_argument("--num-proc", type=int, default=2)
+    parser.add_argument(
+        "--conversations", type=int, default=4000, help="generated conversations (default 4000)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
+    parser.add_argument(
+        "--models",
+        default="qwen3",
+        help=f"comma-separated renderer names with a generation-tagged template "
+        f"({', '.join(GENERATION_TEMPLATES)})",
+    )
+    parser.add_argument(
+        "--num-proc", type=int, default=2, help="processes of the parallel run (default 2)"
+    )
     parser.add_argument(
         "--rounds",
         type=int,
         default=3,
         help="rounds of template, prepare and prepare --num-proc in turn (medians reported)",
     )
-    parser.add_argument("--output", "-o", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=Path("bench-results"),
+        help="directory for results (default: ./bench-results)",
+    )
     parser.add_argument("--quick", action="store_true", help="100 conversations (a smoke test)")
-    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     n = 100 if args.quick else args.conversations
     rows = generate_corpus(n, args.seed)

@@ -71,7 +71,13 @@ def add_parser(sub: Any) -> None:
         help="where skipped rows are listed (default: OUTPUT with .rejects.jsonl)",
     )
     prepare.add_argument("--num-proc", type=int, default=1, help="worker processes")
-    prepare.add_argument("--batch-size", type=int, default=256, help="rows per work unit")
+    prepare.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="rows per work unit (default: 256, or 64 with --num-proc above 1, so that "
+        "workers finish together)",
+    )
     prepare.add_argument("--messages-column", default="messages")
     prepare.add_argument("--tools-column", default="tools")
     prepare.add_argument("--id-column", help="column of row ids (default: row position)")
@@ -94,13 +100,13 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     # Imported here: the data extra (pyarrow) is optional for the other subcommands.
     from renderers.prepare import ConversationMapper, open_source, run_prepare
-    from renderers.prepare.job import output_format
+    from renderers.prepare.job import default_batch_size, output_format
 
     config = _config(args)
     output_format(args.output)  # an unknown extension fails before any work
     if args.num_proc < 1:
         raise UsageError("--num-proc must be at least 1")
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     if args.pack is not None and config.max_length is not None and config.max_length > args.pack:
         raise UsageError(f"--max-length {config.max_length} is longer than --pack {args.pack}")
@@ -118,7 +124,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         args.output,
         mapper,
         num_proc=args.num_proc,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size or default_batch_size(args.num_proc),
         pack_length=args.pack,
         rejects=rejects,
         progress=progress,

@@ -199,7 +199,17 @@ class TokenWriter:
                 counts.append(len(segment))
                 weights.append(first)
                 messages.append(segment_msgs[0])
-            else:
+            elif not _walk_pieces(
+                self._table,
+                texts,
+                segment_weights,
+                segment_msgs,
+                loss_weights,
+                ids,
+                counts,
+                weights,
+                messages,
+            ):
                 segment, first_piece, last_piece = _token_pieces(self._table, texts)
                 if loss_weights:
                     _check_no_mixed_token(
@@ -249,6 +259,72 @@ def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
         _SPLIT_CACHE.clear()
     _SPLIT_CACHE[key] = result
     return result
+
+
+def _walk_pieces(
+    table: TokenTable,
+    texts: list[str],
+    piece_weights: Sequence[float],
+    piece_msgs: Sequence[int],
+    loss_weights: bool,
+    ids: list[int],
+    counts: list[int],
+    weights: list[float],
+    messages: list[int],
+) -> bool:
+    """Encode adjacent text pieces of different weights and append their ids and runs,
+    walking tokens only up to the last piece boundary (the pieces before a trained body
+    are short: a role header); every later token is the last piece's. Returns ``False``,
+    appending nothing, when the tokens' bytes do not spell the text up to there (the
+    tokenizer normalized it): :func:`_token_pieces` maps by character offsets instead."""
+    text = "".join(texts)
+    segment = table.encode(text)
+    ends: list[int] = []
+    total = 0
+    for t in texts[:-1]:
+        total += len(t.encode("utf-8"))
+        ends.append(total)
+    last = len(ends)  # the index of the last piece
+    boundary = total
+    id_to_bytes = table.id_to_bytes
+    walked: list[bytes] = []
+    runs: list[tuple[int, float, int]] = []  # (tokens, weight, message) of walked tokens
+    pos = 0
+    p = 0
+    k = 0
+    n = len(segment)
+    while k < n and pos < boundary:
+        data = id_to_bytes[segment[k]]
+        walked.append(data)
+        end = pos + len(data)
+        while p < last and ends[p] <= pos:
+            p += 1
+        q = p
+        while q < last and ends[q] < end:
+            q += 1
+        if p == q:
+            w, m = piece_weights[p], piece_msgs[p]
+        else:
+            spanned = piece_weights[p : q + 1]
+            w, m = max(spanned), max(piece_msgs[p : q + 1])
+            if loss_weights and min(spanned) == 0 < w:
+                return False  # the offset path raises, naming the message
+        if runs and runs[-1][1] == w and runs[-1][2] == m:
+            runs[-1] = (runs[-1][0] + 1, w, m)
+        else:
+            runs.append((1, w, m))
+        pos = end
+        k += 1
+    if b"".join(walked) != text.encode("utf-8")[:pos]:
+        return False
+    if k < n:
+        runs.append((n - k, piece_weights[last], piece_msgs[last]))
+    ids += segment
+    for count, w, m in runs:
+        counts.append(count)
+        weights.append(w)
+        messages.append(m)
+    return True
 
 
 def _token_pieces(table: TokenTable, texts: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from renderers.prepare.mapper import ConversationMapper, pa, pc, pq
 from renderers.prepare.packing import Packer, pack_table
 from renderers.prepare.sources import Batch, Source
 
-__all__ = ["OUTPUT_FORMATS", "PrepareStats", "output_format", "run_prepare"]
+__all__ = ["OUTPUT_FORMATS", "PrepareStats", "default_batch_size", "output_format", "run_prepare"]
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "jsonl"}
 
@@ -67,19 +67,26 @@ def output_format(path: Path) -> str:
     return fmt
 
 
+def default_batch_size(num_proc: int) -> int:
+    """Rows per work unit: 256, or 64 with several processes (the last units of a run are
+    where workers wait for each other; smaller units keep that wait short)."""
+    return 256 if num_proc <= 1 else 64
+
+
 def run_prepare(
     source: Source,
     output: Path,
     mapper: ConversationMapper,
     *,
     num_proc: int = 1,
-    batch_size: int = 256,
+    batch_size: int | None = None,
     pack_length: int | None = None,
     rejects: Path | None = None,
     progress: Callable[[int | None], Any] | None = None,
 ) -> PrepareStats:
     """Prepare ``source`` into ``output``; rows the mapper skips go to ``rejects`` (JSONL:
-    row id, message index, error). Output files appear only when the run succeeds."""
+    row id, message index, error). Output files appear only when the run succeeds.
+    ``batch_size`` rows go to a worker at a time (default: :func:`default_batch_size`)."""
     config = mapper.config
     stats = PrepareStats(
         model=mapper.renderer.name,
@@ -106,7 +113,8 @@ def run_prepare(
     writer = _AtomicTable(output, stats.output_format)
     reject_file = _AtomicText(rejects) if rejects is not None and skipping else None
     try:
-        for table, rss in _mapped(source, mapper, num_proc, batch_size):
+        size = batch_size or default_batch_size(num_proc)
+        for table, rss in _mapped(source, mapper, num_proc, size):
             stats.peak_worker_rss_mib = max(stats.peak_worker_rss_mib, rss)
             good = _account(table, stats, reject_file)
             if bar is not None:
