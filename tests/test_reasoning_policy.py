@@ -27,6 +27,7 @@ import pytest
 from renderers import get_renderer
 from renderers.core.messages import coerce_messages
 from renderers.rendering import Renderer
+from renderers.template import TemplateRenderer
 from tests import tml_oracle
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, SYS, call, result
@@ -404,3 +405,9 @@ def test_every_renderer_has_the_reasoning_option() -> None:
         option = {o.name: o for o in describe_options(cls.Options)}["reasoning"]
         assert option.type == "'error' | 'drop'" and option.default == "error", name
         assert "reasoning" in option.doc and "untrained" in option.doc.lower(), name
+    # The template renderer (any other model) takes the same option, beside the template's.
+    generic = TemplateRenderer(tokenizer_for("Qwen/Qwen3-8B"))
+    option = {o.name: o for o in describe_options(TemplateRenderer.Options)}["reasoning"]
+    assert option.type == "'error' | 'drop'" and option.default == "error"
+    assert "reasoning" in generic.option_names
+    assert "reasoning" in option.doc and "untrained" in option.doc.lower()

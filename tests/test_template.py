@@ -77,7 +77,8 @@ def test_gpt_oss_supervised_tokens_equal_apply_chat_template(conv: Conversation)
     expected = hf_template_ids(
         tok, gpt_oss.template_input(conv.messages), conv.tools, add_generation_prompt=False
     )
-    example = generic.build_supervised_example(conv.messages, conv.tools, train_on="all")
+    # Every turn is trained: reasoning the template drops is refused, then dropped on request.
+    example, _ = supervised_or_dropped(generic, conv.messages, conv.tools, train_on="all")
     assert example.tokens.tolist() == expected
 
 
@@ -165,9 +166,9 @@ def test_random_conversations_render_as_the_specialised_renderer(
     )
     if conversation[-1]["role"] == "assistant":
         try:
-            # The template renderer trains what the template writes: history reasoning
-            # dropped, which the specialised renderer does when told to.
-            theirs, _ = supervised_or_dropped(spec, conversation, train_on="all_assistant")
+            # One reasoning rule: both refuse a trained turn's reasoning the template drops
+            # (the same turn first), and drop it when told to.
+            theirs, refused = supervised_or_dropped(spec, conversation, train_on="all_assistant")
         except ValueError as exc:
             # A token holding trained and untrained text: neither renderer trains it.
             if "cannot be trained" not in str(exc):
@@ -175,7 +176,10 @@ def test_random_conversations_render_as_the_specialised_renderer(
             with pytest.raises(ValueError, match="cannot be trained"):
                 generic.build_supervised_example(conversation, train_on="all_assistant")
             return
-        ours = generic.build_supervised_example(conversation, train_on="all_assistant")
+        ours, generic_refused = supervised_or_dropped(
+            generic, conversation, train_on="all_assistant"
+        )
+        assert generic_refused == refused
         assert ours.tokens.tolist() == theirs.tokens.tolist()
         assert ours.weights.tolist() == theirs.weights.tolist()
 
@@ -199,13 +203,46 @@ def test_a_trained_turn_whose_reasoning_the_template_drops_is_an_error() -> None
         {"role": "assistant", "content": "4", "reasoning_content": "Add."},
     ]
     with pytest.raises(
-        ValueError, match=r"^messages\[1\]\.reasoning_content: the chat template drops"
+        ValueError,
+        match=r"^messages\[1\]: the chat template cannot write the reasoning.*"
+        r"reasoning='drop'",
     ):
         generic.build_supervised_example(messages)
     without = generic.build_supervised_example(
         [*messages[:1], {"role": "assistant", "content": "4"}]
     )
     assert without.num_trained > 0
+    dropped = generic.build_supervised_example(messages, reasoning="drop")
+    assert dropped.tokens.tolist() == without.tokens.tolist()
+    assert dropped.weights.tolist() == without.weights.tolist()
+
+
+def test_history_reasoning_of_a_trained_turn_follows_the_one_reasoning_rule() -> None:
+    """Qwen3's template drops the reasoning of turns before the last user query: training
+    such a turn is refused naming the option, as the Qwen3 renderer does, and
+    ``reasoning='drop'`` gives the specialised renderer's tokens and weights."""
+    tok = tokenizer_for(QWEN3)
+    generic = TemplateRenderer(tok)
+    messages = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "Add."},
+        {"role": "user", "content": "3+3?"},
+        {"role": "assistant", "content": "6", "reasoning_content": "Add again."},
+    ]
+    specialised = renderers.get_renderer("qwen3", tok)
+    for r in (generic, specialised):
+        with pytest.raises(ValueError, match=r"^messages\[1\]: .*reasoning='drop'"):
+            r.build_supervised_example(messages, train_on="all_assistant")
+    ours = generic.build_supervised_example(messages, train_on="all_assistant", reasoning="drop")
+    theirs = specialised.build_supervised_example(
+        messages, train_on="all_assistant", reasoning="drop"
+    )
+    assert ours.tokens.tolist() == theirs.tokens.tolist()
+    assert ours.weights.tolist() == theirs.weights.tolist()
+    # Generation prompts never fail on history reasoning.
+    assert generic.build_generation_prompt(messages[:3]) == specialised.build_generation_prompt(
+        messages[:3]
+    )
 
 
 def test_a_template_that_rerenders_the_history_is_an_error_naming_the_turns() -> None:
@@ -234,7 +271,10 @@ def test_options_are_the_templates_keyword_arguments(qwen3_generic: TemplateRend
     assert off == hf_template_ids(
         tokenizer_for(QWEN3), messages, add_generation_prompt=True, enable_thinking=False
     )
-    assert qwen3_generic.option_names == ("enable_thinking",)
+    # The template reads enable_thinking; reasoning is the library's rule, every renderer's.
+    assert qwen3_generic.option_names == ("enable_thinking", "reasoning")
+    with pytest.raises(TypeError, match=r"option reasoning: expected 'error' or 'drop'"):
+        qwen3_generic.build_generation_prompt(messages, reasoning="keep")
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'thinking' .*enable_thinking"):
         qwen3_generic.build_generation_prompt(messages, thinking=True)
     r = TemplateRenderer(tokenizer_for(QWEN3), enable_thinking=False)

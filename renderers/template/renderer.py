@@ -13,8 +13,9 @@ reports those places.
 **Supervised weights** come from the template's structure
 (:mod:`~renderers.template.weights`): a trained turn is what follows its generation prompt
 through its stop token; the untrained prefix is the generation prompt, or building the
-example is a ``ValueError`` naming the turn, and so is a trained last turn whose
-reasoning, text or calls the template drops.
+example is a ``ValueError`` naming the turn, and so is a trained last turn whose text or
+calls the template drops. A trained turn whose reasoning the template does not write
+follows the ``reasoning`` option of every renderer (refused, or dropped with ``"drop"``).
 
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
@@ -33,6 +34,7 @@ import numpy as np
 
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
+from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import ParseResult, StreamParser
 from renderers.example import SupervisedExample
 from renderers.kimi_k2 import deep_sort
@@ -72,9 +74,16 @@ _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"
 @dataclass(frozen=True, slots=True)
 class TemplateOptions:
     """The template's keyword options (what ``apply_chat_template`` passes as ``**kwargs``,
-    e.g. ``enable_thinking``), as ``(name, value)`` pairs."""
+    e.g. ``enable_thinking``), as ``(name, value)`` pairs, and the library's ``reasoning``
+    rule (:data:`~renderers.core.options.Reasoning`), which is not passed to the template."""
 
     kwargs: tuple[tuple[str, Any], ...] = ()
+    """The template's own variables as ``(name, value)`` pairs (``enable_thinking``...)."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the template does not write (e.g.
+    a turn before the last user query for Qwen3's template): ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
+    the template does, so generation prompts never fail on it."""
 
 
 class TemplateRenderer(Renderer):
@@ -167,10 +176,13 @@ class TemplateRenderer(Renderer):
     def option_names(self) -> tuple[str, ...]:
         """The template's variables a caller can set as options (``enable_thinking``...):
         what it reads, besides the conversation and the tokenizer's special tokens."""
-        return tuple(sorted(self._variables - _RESERVED - set(self._special)))
+        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | {"reasoning"}))
 
     def changed_options(self) -> dict[str, Any]:
-        return dict(self.options.kwargs)
+        changed = dict(self.options.kwargs)
+        if self.options.reasoning != "error":
+            changed["reasoning"] = self.options.reasoning
+        return changed
 
     # -- options ------------------------------------------------------------------------
 
@@ -186,7 +198,12 @@ class TemplateRenderer(Renderer):
             )
         merged = dict(base.kwargs)
         merged.update(overrides)
-        return TemplateOptions(tuple(sorted(merged.items())))
+        reasoning = merged.pop("reasoning", base.reasoning)
+        if reasoning not in ("error", "drop"):
+            raise TypeError(
+                f"template: option reasoning: expected 'error' or 'drop', got {reasoning!r}"
+            )
+        return TemplateOptions(tuple(sorted(merged.items())), reasoning)
 
     @classmethod
     def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
@@ -263,7 +280,8 @@ class TemplateRenderer(Renderer):
                 "the template renderer does not support train_end_of_turn=False or "
                 "attribution=True (a specialised renderer does)"
             )
-        kwargs = self._with_options(self.options, options).kwargs
+        chosen = self._with_options(self.options, options)
+        kwargs = chosen.kwargs
         msgs = coerce_messages(messages)
         if any(m.weight is not None for m in msgs):
             raise ValueError(
@@ -273,6 +291,24 @@ class TemplateRenderer(Renderer):
         selected = selected_messages(msgs, train_on, self.roles)
         mode = TrainOn(train_on)
         rendering, owners = self._attributed(msgs, tools, kwargs, False)
+        trained_turns = (
+            range(len(msgs))
+            if selected is None
+            else [i for i, chosen_turn in enumerate(selected) if chosen_turn]
+        )
+        lost = self._reasoning_lost(msgs, trained_turns, tools, kwargs, rendering, owners)
+        if lost:
+            if chosen.reasoning == "error":
+                raise reasoning_error(
+                    "the chat template", lost[0], "the template drops it from this turn"
+                )
+            msgs = [
+                Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
+                if i in lost
+                else m
+                for i, m in enumerate(msgs)
+            ]
+            rendering, owners = self._attributed(msgs, tools, kwargs, False)
         if mode is TrainOn.ALL:
             if msgs and msgs[-1].role == "assistant":
                 self._check_written(msgs, len(msgs) - 1, tools, kwargs, rendering, owners)
@@ -451,6 +487,36 @@ class TemplateRenderer(Renderer):
 
         stops = frozenset(self.stop_token_ids)
         return turn_span(render, self.table, stops, messages, t, ids, owners, strict=strict)
+
+    def _reasoning_lost(
+        self,
+        messages: list[Message],
+        trained: Iterable[int],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        rendering: Rendering,
+        owners: Owners | None,
+    ) -> list[int]:
+        """The trained assistant turns whose reasoning the template does not write (the
+        ``reasoning`` rule refuses or drops it). Without attribution, a turn's reasoning
+        is lost when leaving it out renders the same text."""
+        lost = []
+        for t in trained:
+            m = messages[t]
+            if m.role != "assistant" or not (m.thinking and m.thinking.strip()):
+                continue
+            if owners is not None:
+                if "reasoning_content" in rendering.written(t):
+                    continue
+            else:
+                plain = Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
+                without = [*messages[:t], plain, *messages[t + 1 :]]
+                if self._raw_text(messages, tools, kwargs, False) != self._raw_text(
+                    without, tools, kwargs, False
+                ):
+                    continue
+            lost.append(t)
+        return lost
 
     def _check_written(
         self,
