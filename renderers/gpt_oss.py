@@ -42,9 +42,9 @@ positions (before or after ``<|channel|>``) and the malformations :mod:`harmony.
 repairs are accepted; a non-assistant message in the completion ends the message there.
 
 Reasoning follows the library's one rule: analysis of untrained turns is rendered as the
-template does (dropped before the last answer), and a *trained* turn whose analysis the
-template drops is a ``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it
-without).
+template does (dropped before the last answer; in the ``"harmony"`` dialect as
+openai-harmony does), and a *trained* turn whose analysis the dialect drops is a
+``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it without).
 
 Options: ``reasoning_effort`` (low/medium/high), ``date`` (the ``Current date`` line:
 ``None`` means today's date as the template's ``strftime_now`` writes it; pass a fixed
@@ -520,7 +520,18 @@ class GptOssRenderer(Renderer):
         items = conversion.run()
         if not template:
             history = len(items) if add_generation_prompt else conversion.trained_from
-            items = _drop_analysis(items, history)
+            kept = _drop_analysis(items, history)
+            if options.reasoning == "error" and len(kept) < len(items):
+                survivors = {id(it) for it in kept}
+                for it in items:
+                    if id(it) not in survivors and it.message.content and w.trains(it.msg):
+                        raise reasoning_error(
+                            "gpt_oss",
+                            it.msg,
+                            "openai-harmony drops the analysis of turns before the last "
+                            "final answer",
+                        )
+            items = kept
         previous = -1
         for item in items:
             hm = item.message

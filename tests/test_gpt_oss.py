@@ -470,6 +470,37 @@ def test_harmony_dialect_equals_openai_harmony(
     ) == list(prompt)
 
 
+def test_harmony_dialect_refuses_a_trained_turns_analysis_openai_harmony_drops(
+    r: GptOssRenderer, oracle: oh.HarmonyEncoding
+) -> None:
+    """openai-harmony drops the analysis of turns before the last final answer: training
+    such a turn is the reasoning rule's error; with ``reasoning="drop"`` the tokens are
+    openai-harmony's (analysis of the first turn dropped, the last kept)."""
+    messages = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "reasoning_content": "r1", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "reasoning_content": "r2", "content": "a2"},
+    ]
+    with pytest.raises(ValueError, match=r"^messages\[1\]: gpt_oss .*reasoning='drop'"):
+        r.build_supervised_example(messages, train_on="all_assistant", dialect="harmony")
+    example = r.build_supervised_example(
+        messages, train_on="all_assistant", dialect="harmony", reasoning="drop"
+    )
+    head, body = harmony_conversation(Conversation("two_answers", messages))
+    prompt = oracle.render_conversation_for_completion(
+        oh.Conversation.from_messages(head + [m for turn in body[:-1] for m in turn]),
+        oh.Role.ASSISTANT,
+    )
+    tail = oracle.render_conversation_for_training(
+        oh.Conversation.from_messages(body[-1]),
+        oh.RenderConversationConfig(auto_drop_analysis=False),
+    )
+    assert example.tokens.tolist() == [*prompt, *tail[2:]]
+    trained = r.decode(example.tokens[example.weights > 0].tolist())
+    assert "a1" in trained and "r2" in trained and "r1" not in r.decode(example.tokens.tolist())
+
+
 # -- loss weights ------------------------------------------------------------------------------
 
 
