@@ -316,8 +316,9 @@ class Rendering:
     """The attribution markers in the output: ``(field, 0)`` opens a field's text,
     ``(field, 1)`` closes it."""
     protected: bool
-    """Whether any caller text was protected (only then can protection markers change the
-    template's logic, see :class:`TemplateDifference`)."""
+    """Whether any caller text was protected: its markers reached the output, whole or cut
+    by the template's logic (only then can they change what the template renders, see
+    :class:`TemplateDifference`)."""
 
     def writer(self, table: TokenTable) -> TokenWriter:
         """The pieces in a token writer; message text is attributed to its message (for
@@ -351,6 +352,7 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
     texts: list[str] = []
     length = 0
     protected_field = -1
+    protection = False  # protection markers reached the output (whole or cut by a template)
     seen: set[tuple[int, int]] = set()
     previous: tuple[int, int] | None = None  # (kind, field) of the marker before the run
     markers = list(marker_pattern(marks.base).finditer(output))
@@ -381,6 +383,8 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
         kind, field = following
         if kind in (_OPEN, _CLOSE):
             seen.add((field, kind))
+        else:
+            protection = True
         if kind == _PROTECT and _protects(protector, output, markers, k, field, marks.base):
             protected_field = field
         else:  # a closing marker, or a lone opening one (a template cut the text there)
@@ -390,7 +394,7 @@ def read_rendering(table: TokenTable, output: str, marks: Marks) -> Rendering:
     text = "".join(texts)
     differences = _differences(protector, text, spans, marks.fields) if spans else ()
     return Rendering(
-        tuple(pieces), tuple(marks.fields), text, differences, frozenset(seen), bool(spans)
+        tuple(pieces), tuple(marks.fields), text, differences, frozenset(seen), protection
     )
 
 

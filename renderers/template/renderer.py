@@ -498,21 +498,26 @@ class TemplateRenderer(Renderer):
         owners: Owners | None,
     ) -> list[int]:
         """The trained assistant turns whose reasoning the template does not write (the
-        ``reasoning`` rule refuses or drops it). Without attribution, a turn's reasoning
-        is lost when leaving it out renders the same text."""
+        ``reasoning`` rule refuses or drops it). Without attribution (or for reasoning of
+        whitespace only), a turn's reasoning is lost when a probe reasoning there renders
+        the same text as none."""
         lost = []
         for t in trained:
             m = messages[t]
-            if m.role != "assistant" or not (m.thinking and m.thinking.strip()):
+            # Newlines only: no reasoning (templates strip them from reasoning they write).
+            if m.role != "assistant" or not (m.thinking and m.thinking.strip("\n")):
                 continue
-            if owners is not None:
+            if owners is not None and m.thinking.strip():
                 if "reasoning_content" in rendering.written(t):
                     continue
-            else:
-                plain = Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
-                without = [*messages[:t], plain, *messages[t + 1 :]]
-                if self._raw_text(messages, tools, kwargs, False) != self._raw_text(
-                    without, tools, kwargs, False
+            else:  # whitespace-only text is not attributed: probe whether the turn's
+                # reasoning is written at all (the template may strip what it writes)
+                rest = [p for p in m.parts if type(p) is not ThinkingPart]
+                plain = Message(m.role, rest, m.name)
+                probe = Message(m.role, [ThinkingPart("x"), *rest], m.name)
+                before, after = messages[:t], messages[t + 1 :]
+                if self._raw_text([*before, probe, *after], tools, kwargs, False) != (
+                    self._raw_text([*before, plain, *after], tools, kwargs, False)
                 ):
                     continue
             lost.append(t)
