@@ -1,7 +1,9 @@
 """Shared fixtures: real tokenizers from the hub cache (``HF_HUB_CACHE``) or the hub.
 
-Hypothesis profiles: ``ci`` (default, fast) and ``thorough`` (many more examples), chosen
-with ``HYPOTHESIS_PROFILE=thorough python -m pytest``.
+Hypothesis profiles: ``ci`` (default, fast, derandomized: the same examples on every run,
+so the gate that lands a change is reproducible) and ``thorough`` (many more, random
+examples: the bug hunt, run by hand), chosen with
+``HYPOTHESIS_PROFILE=thorough python -m pytest``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import renderers
 settings.register_profile(
     "ci",
     max_examples=60,
+    derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,
