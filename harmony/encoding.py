@@ -59,6 +59,7 @@ class HarmonyEncoding:
         self.tokens = tk = HarmonyTokens.of(self.table)
         self._end_ids = {"end": tk.end, "return": tk.return_, "call": tk.call}
         self._constant_ids: dict[str, list[int]] = {}
+        self._headers: dict[str, tuple[int, ...]] = {}
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -84,19 +85,38 @@ class HarmonyEncoding:
         """
         tk = self.tokens
         w.control(tk.start, msg, start_sampled)
-        w.text(m.author, msg, start_sampled)
-        if m.recipient is not None:
-            w.text(" to=" + m.recipient, msg, sampled)
-        if m.channel is not None:
-            w.control(tk.channel, msg, sampled)
-            w.text(m.channel, msg, sampled)
-        if m.content_type is not None:
+        channel, content_type, recipient = m.channel, m.content_type, m.recipient
+        if channel is not None or content_type is None:
+            # The header's text runs stand between control tokens, so each is encoded on
+            # its own: their ids are cached (header words repeat in every conversation).
+            header = self._header_ids
+            if recipient is None:
+                w.encoded(header(m.author), msg, start_sampled)
+            elif start_sampled == sampled:
+                w.encoded(header(m.author + " to=" + recipient), msg, sampled)
+            else:  # one run of two weights: the writer splits its tokens
+                w.text(m.author, msg, start_sampled)
+                w.text(" to=" + recipient, msg, sampled)
+            if channel is not None:
+                w.control(tk.channel, msg, sampled)
+                if content_type is None:
+                    w.encoded(header(channel), msg, sampled)
+                elif content_type.startswith(CONSTRAIN):
+                    w.encoded(header(channel + " "), msg, sampled)
+                    w.control(tk.constrain, msg, sampled)
+                    w.text(content_type[len(CONSTRAIN) :], msg, sampled)
+                else:
+                    w.encoded(header(channel + " " + content_type), msg, sampled)
+        else:  # a content type without a channel: one run from the author on
+            w.text(m.author, msg, start_sampled)
+            if recipient is not None:
+                w.text(" to=" + recipient, msg, sampled)
             w.text(" ", msg, sampled)
-            if m.content_type.startswith(CONSTRAIN):
+            if content_type.startswith(CONSTRAIN):
                 w.control(tk.constrain, msg, sampled)
-                w.text(m.content_type[len(CONSTRAIN) :], msg, sampled)
+                w.text(content_type[len(CONSTRAIN) :], msg, sampled)
             else:
-                w.text(m.content_type, msg, sampled)
+                w.text(content_type, msg, sampled)
         w.control(tk.message, msg, sampled)
         content = m.content
         if isinstance(content, str):
@@ -115,6 +135,16 @@ class HarmonyEncoding:
         if end is None:
             end = "call" if m.role == "assistant" and m.recipient is not None else "end"
         w.control(self._end_ids[end], msg, sampled if end_sampled is None else end_sampled)
+
+    def _header_ids(self, text: str) -> tuple[int, ...]:
+        """The ids of a header run (author, recipient, channel, content type) standing
+        between control tokens."""
+        ids = self._headers.get(text)
+        if ids is None:
+            if len(self._headers) >= 4096:
+                self._headers.clear()
+            ids = self._headers[text] = tuple(self.table.encode(text))
+        return ids
 
     def _body_ids(self, body: str) -> list[int]:
         ids = self._constant_ids.get(body)
