@@ -83,19 +83,57 @@ class HarmonyEncoding:
         not after a generation prompt), ``sampled`` covers the rest of the header and the
         body, ``end_sampled`` the end token (default: as ``sampled``).
         """
+        content = m.content
+        if isinstance(content, str):
+            body = content
+        elif isinstance(content, DeveloperContent):
+            body = content.render()
+        else:
+            body = content.render(has_function_tools)
+        self.write_parts(
+            w,
+            m.role,
+            m.author,
+            body,
+            m.channel,
+            m.recipient,
+            m.content_type,
+            end,
+            msg,
+            sampled,
+            start_sampled,
+            end_sampled,
+        )
+
+    def write_parts(
+        self,
+        w: TokenWriter,
+        role: str,
+        author: str,
+        body: str,
+        channel: str | None = None,
+        recipient: str | None = None,
+        content_type: str | None = None,
+        end: str | None = None,
+        msg: int = -1,
+        sampled: bool = False,
+        start_sampled: bool = False,
+        end_sampled: bool | None = None,
+    ) -> None:
+        """:meth:`write_message` of a message given by its fields (``author`` as the header
+        spells it, ``body`` its text): what renderers call, building no message object."""
         tk = self.tokens
         w.control(tk.start, msg, start_sampled)
-        channel, content_type, recipient = m.channel, m.content_type, m.recipient
         if channel is not None or content_type is None:
             # The header's text runs stand between control tokens, so each is encoded on
             # its own: their ids are cached (header words repeat in every conversation).
             header = self._header_ids
             if recipient is None:
-                w.encoded(header(m.author), msg, start_sampled)
+                w.encoded(header(author), msg, start_sampled)
             elif start_sampled == sampled:
-                w.encoded(header(m.author + " to=" + recipient), msg, sampled)
+                w.encoded(header(author + " to=" + recipient), msg, sampled)
             else:  # one run of two weights: the writer splits its tokens
-                w.text(m.author, msg, start_sampled)
+                w.text(author, msg, start_sampled)
                 w.text(" to=" + recipient, msg, sampled)
             if channel is not None:
                 w.control(tk.channel, msg, sampled)
@@ -108,7 +146,7 @@ class HarmonyEncoding:
                 else:
                     w.encoded(header(channel + " " + content_type), msg, sampled)
         else:  # a content type without a channel: one run from the author on
-            w.text(m.author, msg, start_sampled)
+            w.text(author, msg, start_sampled)
             if recipient is not None:
                 w.text(" to=" + recipient, msg, sampled)
             w.text(" ", msg, sampled)
@@ -118,14 +156,7 @@ class HarmonyEncoding:
             else:
                 w.text(content_type, msg, sampled)
         w.control(tk.message, msg, sampled)
-        content = m.content
-        if isinstance(content, str):
-            body = content
-        elif isinstance(content, DeveloperContent):
-            body = content.render()
-        else:
-            body = content.render(has_function_tools)
-        if m.role in ("system", "developer") and len(body) > _CACHED_FROM:
+        if role in ("system", "developer") and len(body) > _CACHED_FROM:
             # System and developer bodies repeat across conversations (tool declarations
             # run to kilobytes): their ids are cached. A body sits between <|message|> and
             # the end token, so it is encoded on its own either way.
@@ -133,7 +164,7 @@ class HarmonyEncoding:
         else:
             w.text(body, msg, sampled)
         if end is None:
-            end = "call" if m.role == "assistant" and m.recipient is not None else "end"
+            end = "call" if role == "assistant" and recipient is not None else "end"
         w.control(self._end_ids[end], msg, sampled if end_sampled is None else end_sampled)
 
     def _header_ids(self, text: str) -> tuple[int, ...]:

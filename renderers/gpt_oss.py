@@ -88,7 +88,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -279,17 +279,34 @@ def _template_functions(tools: Sequence[ToolDescription]) -> str:
 # -- conversation -> Harmony messages ------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """A Harmony message to write, with what loss weights need: the conversation message
-    it comes from (the items of one message are adjacent), its end token, and whether the
-    model samples that end token (not the ``<|end|>`` history writes after a final answer,
-    where the model sampled ``<|return|>``)."""
+class _Item(NamedTuple):
+    """A Harmony message to write (its header fields and body: a tuple, as a conversation
+    makes dozens per call), with what loss weights need: the conversation message it comes
+    from (the items of one message are adjacent), its end token, and whether the model
+    samples that end token (not the ``<|end|>`` history writes after a final answer, where
+    the model sampled ``<|return|>``)."""
 
-    message: HarmonyMessage
+    role: str
+    author: str
+    body: str
+    channel: str | None
+    recipient: str | None
+    content_type: str | None
     msg: int
     end: str | None = None
     end_sampled: bool = True
+
+    def message(self) -> HarmonyMessage:
+        """The item as a Harmony message."""
+        name = self.author if self.role == "tool" else None
+        return HarmonyMessage(
+            self.role,
+            self.body,
+            name=name,
+            channel=self.channel,
+            recipient=self.recipient,
+            content_type=self.content_type,
+        )
 
 
 def _is_call(part: Part) -> TypeGuard[ToolCallPart | UnparsedToolCallPart]:
@@ -339,7 +356,8 @@ class _Conversion:
         for i in range(self.start, len(messages)):
             m = messages[i]
             if m.role == "user":
-                self.items.append(_Item(HarmonyMessage("user", plain_text(m, i, "gpt_oss")), i))
+                text = plain_text(m, i, "gpt_oss")
+                self.items.append(_Item("user", "user", text, None, None, None, i))
             elif m.role == "tool":
                 self._tool_result(m, i)
             elif m.role == "assistant":
@@ -370,14 +388,7 @@ class _Conversion:
             )
         text = plain_text(m, i, "gpt_oss")
         body = _tojson(text) if self.template else text
-        self.items.append(
-            _Item(
-                HarmonyMessage(
-                    "tool", body, name=_recipient(name), channel="commentary", recipient="assistant"
-                ),
-                i,
-            )
-        )
+        self.items.append(_Item("tool", _recipient(name), body, "commentary", "assistant", None, i))
 
     def _assistant(self, m: Message, i: int, is_last: bool) -> None:
         parts = list(m.parts)
@@ -406,25 +417,24 @@ class _Conversion:
                 raise reasoning_error(
                     "gpt_oss", i, "its template drops the analysis of turns before the last answer"
                 )
-        out: list[HarmonyMessage] = []
+        items = self.items
+        first = len(items)
         for k, part in enumerate(parts):
             if type(part) is ThinkingPart:
                 if keep_analysis:
                     channel = part.channel or "analysis"
-                    out.append(HarmonyMessage("assistant", part.text, channel=channel))
+                    items.append(_Item("assistant", "assistant", part.text, channel, None, None, i))
             elif type(part) is TextPart:
                 channel = part.channel or ("analysis" if calls else "final")
                 if channel != "analysis" or keep_analysis:
-                    out.append(HarmonyMessage("assistant", part.text, channel=channel))
+                    items.append(_Item("assistant", "assistant", part.text, channel, None, None, i))
             else:
-                out.append(self._call(part, i, k))
-        returns = not calls and is_last and not self.add_generation_prompt
-        for k, hm in enumerate(out):
-            closes_turn = k == len(out) - 1 and hm.channel == "final"
-            end = "return" if closes_turn and returns else None
-            self.items.append(_Item(hm, i, end, end_sampled=returns or not closes_turn))
+                items.append(self._call(part, i, k))
+        if len(items) > first and items[-1].channel == "final":  # the item closing the turn
+            returns = not calls and is_last and not self.add_generation_prompt
+            items[-1] = items[-1]._replace(end="return" if returns else None, end_sampled=returns)
 
-    def _call(self, part: Part, i: int, k: int) -> HarmonyMessage:
+    def _call(self, part: Part, i: int, k: int) -> _Item:
         if type(part) is ToolCallPart:
             name, body, content_type = part.name, part.arguments, part.content_type
             if content_type is None or content_type.endswith("json"):
@@ -444,13 +454,8 @@ class _Conversion:
             )
         if content_type is None:
             content_type = "json" if self.template else "<|constrain|>json"
-        return HarmonyMessage(
-            "assistant",
-            body,
-            channel=part.channel or "commentary",
-            recipient=_recipient(name),
-            content_type=content_type,
-        )
+        channel = part.channel or "commentary"
+        return _Item("assistant", "assistant", body, channel, _recipient(name), content_type, i)
 
 
 class GptOssRenderer(Renderer):
@@ -521,23 +526,28 @@ class GptOssRenderer(Renderer):
         if not template:
             history = len(items) if add_generation_prompt else conversion.trained_from
             items = _drop_analysis(items, history)
+        write = enc.write_parts
         previous = -1
-        for item in items:
-            hm = item.message
-            if hm.role != "assistant":
-                enc.write_message(w, hm, msg=item.msg)
+        for role, author, body, channel, recipient, content_type, i, end, end_sampled in items:
+            if role != "assistant":
+                write(w, role, author, body, channel, recipient, content_type, msg=i)
             else:
                 # The first item of a message starts at the prompt's <|start|>assistant.
-                enc.write_message(
+                write(
                     w,
-                    hm,
-                    end=item.end,
-                    msg=item.msg,
-                    sampled=True,
-                    start_sampled=item.msg == previous,
-                    end_sampled=item.end_sampled,
+                    role,
+                    author,
+                    body,
+                    channel,
+                    recipient,
+                    content_type,
+                    end,
+                    i,
+                    True,
+                    i == previous,
+                    end_sampled,
                 )
-            previous = item.msg
+            previous = i
         if add_generation_prompt:
             enc.write_generation_prompt(w)
 
@@ -608,8 +618,11 @@ def _drop_analysis(items: list[_Item], keep_from: int) -> list[_Item]:
     """openai-harmony's analysis-dropping rule on ``items[:keep_from]`` (the history before
     the trained message; all items for a generation prompt); later items are kept."""
     history = items[:keep_from]
-    kept = {id(m) for m in drop_analysis([it.message for it in history])}
-    return [it for it in history if id(it.message) in kept] + items[keep_from:]
+    messages = [it.message() for it in history]
+    kept = {id(m) for m in drop_analysis(messages)}
+    return [it for it, m in zip(history, messages, strict=True) if id(m) in kept] + items[
+        keep_from:
+    ]
 
 
 # -- parsing -----------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def _normalized(parts: Sequence[Part]) -> str | tuple[Part, ...]:
     for p in parts:
         if not _is_plain_text(p):
             return tuple(parts)
-    return "".join(p.text for p in parts)
+    return "".join(p.text for p in parts if type(p) is TextPart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,11 +353,12 @@ _WEIGHT_FIELDS = ("weight", "train", "trainable")
 _ABSENT: Any = object()
 _PLAIN_FIELDS = frozenset(("role", "content", "name", "tool_call_id"))
 
-_set_role = Message.role.__set__  # type: ignore[attr-defined]
-_set_content = Message.content.__set__  # type: ignore[attr-defined]
-_set_name = Message.name.__set__  # type: ignore[attr-defined]
-_set_tool_call_id = Message.tool_call_id.__set__  # type: ignore[attr-defined]
-_set_weight = Message.weight.__set__  # type: ignore[attr-defined]
+_SLOTS: Any = Message.__dict__  # the slot descriptors: setting them skips __setattr__
+_set_role = _SLOTS["role"].__set__
+_set_content = _SLOTS["content"].__set__
+_set_name = _SLOTS["name"].__set__
+_set_tool_call_id = _SLOTS["tool_call_id"].__set__
+_set_weight = _SLOTS["weight"].__set__
 
 
 def _message(
