@@ -11,7 +11,7 @@ starts a content type such as ``<|constrain|>json``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,15 @@ def has_function_tools(messages: Sequence[HarmonyMessage]) -> bool:
     )
 
 
+class _Prefix(NamedTuple):
+    """A header's ids (``<|start|>`` to ``<|message|>``): whole, and split after the author
+    (``<|start|>`` and the author are not sampled after a generation prompt)."""
+
+    whole: tuple[int, ...]
+    head: tuple[int, ...]
+    rest: tuple[int, ...]
+
+
 class HarmonyEncoding:
     """Rendering and parsing of Harmony with the o200k_harmony tokenizer (gpt-oss's,
     loaded by default)."""
@@ -59,7 +68,7 @@ class HarmonyEncoding:
         self.tokens = tk = HarmonyTokens.of(self.table)
         self._end_ids = {"end": tk.end, "return": tk.return_, "call": tk.call}
         self._constant_ids: dict[str, list[int]] = {}
-        self._headers: dict[str, tuple[int, ...]] = {}
+        self._prefixes: dict[tuple[str, str | None, str | None, str | None], _Prefix] = {}
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -122,40 +131,23 @@ class HarmonyEncoding:
     ) -> None:
         """:meth:`write_message` of a message given by its fields (``author`` as the header
         spells it, ``body`` its text): what renderers call, building no message object."""
-        tk = self.tokens
-        w.control(tk.start, msg, start_sampled)
         if channel is not None or content_type is None:
-            # The header's text runs stand between control tokens, so each is encoded on
-            # its own: their ids are cached (header words repeat in every conversation).
-            header = self._header_ids
-            if recipient is None:
-                w.encoded(header(author), msg, start_sampled)
-            elif start_sampled == sampled:
-                w.encoded(header(author + " to=" + recipient), msg, sampled)
-            else:  # one run of two weights: the writer splits its tokens
-                w.text(author, msg, start_sampled)
-                w.text(" to=" + recipient, msg, sampled)
-            if channel is not None:
-                w.control(tk.channel, msg, sampled)
-                if content_type is None:
-                    w.encoded(header(channel), msg, sampled)
-                elif content_type.startswith(CONSTRAIN):
-                    w.encoded(header(channel + " "), msg, sampled)
-                    w.control(tk.constrain, msg, sampled)
-                    w.text(content_type[len(CONSTRAIN) :], msg, sampled)
-                else:
-                    w.encoded(header(channel + " " + content_type), msg, sampled)
-        else:  # a content type without a channel: one run from the author on
-            w.text(author, msg, start_sampled)
-            if recipient is not None:
-                w.text(" to=" + recipient, msg, sampled)
-            w.text(" ", msg, sampled)
-            if content_type.startswith(CONSTRAIN):
-                w.control(tk.constrain, msg, sampled)
-                w.text(content_type[len(CONSTRAIN) :], msg, sampled)
+            prefix = self._prefixes.get((author, channel, recipient, content_type))
+            if prefix is None:
+                prefix = self._prefix(author, channel, recipient, content_type)
+            if start_sampled == sampled:
+                w.encoded(prefix.whole, msg, sampled)
+            elif recipient is None:
+                w.encoded(prefix.head, msg, start_sampled)
+                w.encoded(prefix.rest, msg, sampled)
             else:
-                w.text(content_type, msg, sampled)
-        w.control(tk.message, msg, sampled)
+                self._write_header(
+                    w, author, channel, recipient, content_type, msg, sampled, start_sampled
+                )
+        else:
+            self._write_header(
+                w, author, channel, recipient, content_type, msg, sampled, start_sampled
+            )
         if role in ("system", "developer") and len(body) > _CACHED_FROM:
             # System and developer bodies repeat across conversations (tool declarations
             # run to kilobytes): their ids are cached. A body sits between <|message|> and
@@ -167,15 +159,62 @@ class HarmonyEncoding:
             end = "call" if role == "assistant" and recipient is not None else "end"
         w.control(self._end_ids[end], msg, sampled if end_sampled is None else end_sampled)
 
-    def _header_ids(self, text: str) -> tuple[int, ...]:
-        """The ids of a header run (author, recipient, channel, content type) standing
-        between control tokens."""
-        ids = self._headers.get(text)
-        if ids is None:
-            if len(self._headers) >= 4096:
-                self._headers.clear()
-            ids = self._headers[text] = tuple(self.table.encode(text))
-        return ids
+    def _write_header(
+        self,
+        w: TokenWriter,
+        author: str,
+        channel: str | None,
+        recipient: str | None,
+        content_type: str | None,
+        msg: int,
+        sampled: bool,
+        start_sampled: bool,
+    ) -> None:
+        """``<|start|>`` to ``<|message|>`` piece by piece, for the shapes no cached prefix
+        covers: a content type without a channel (one text run from the author on), and an
+        author and recipient of two weights in one run (the writer splits its tokens)."""
+        tk = self.tokens
+        w.control(tk.start, msg, start_sampled)
+        w.text(author, msg, start_sampled)
+        if recipient is not None:
+            w.text(" to=" + recipient, msg, sampled)
+        if channel is not None:
+            w.control(tk.channel, msg, sampled)
+            w.text(channel, msg, sampled)
+        if content_type is not None:
+            w.text(" ", msg, sampled)
+            if content_type.startswith(CONSTRAIN):
+                w.control(tk.constrain, msg, sampled)
+                w.text(content_type[len(CONSTRAIN) :], msg, sampled)
+            else:
+                w.text(content_type, msg, sampled)
+        w.control(tk.message, msg, sampled)
+
+    def _prefix(
+        self, author: str, channel: str | None, recipient: str | None, content_type: str | None
+    ) -> _Prefix:
+        """The ids from ``<|start|>`` to ``<|message|>`` of a header with a channel (or no
+        content type), cached: every text run in it stands between control tokens, so it
+        is encoded on its own."""
+        tk, encode = self.tokens, self.table.encode
+        head = [tk.start, *encode(author if recipient is None else author + " to=" + recipient)]
+        rest: list[int] = []
+        if channel is not None:
+            rest.append(tk.channel)
+            if content_type is None:
+                rest += encode(channel)
+            elif content_type.startswith(CONSTRAIN):
+                rest += encode(channel + " ")
+                rest.append(tk.constrain)
+                rest += encode(content_type[len(CONSTRAIN) :])
+            else:
+                rest += encode(channel + " " + content_type)
+        rest.append(tk.message)
+        prefix = _Prefix(tuple(head + rest), tuple(head), tuple(rest))
+        if len(self._prefixes) >= 4096:
+            self._prefixes.clear()
+        self._prefixes[(author, channel, recipient, content_type)] = prefix
+        return prefix
 
     def _body_ids(self, body: str) -> list[int]:
         ids = self._constant_ids.get(body)
