@@ -341,18 +341,13 @@ class _Conversion:
     def run(self) -> list[_Item]:
         messages = self.messages
         last = len(messages) - 1
-        last_assistant = max(
-            (k for k, m in enumerate(messages) if m.role == "assistant"), default=-1
-        )
-        # The template drops a tool-calling turn's analysis once a later answer exists.
-        self._last_answer = max(
-            (
-                k
-                for k, m in enumerate(messages)
-                if m.role == "assistant" and not any(map(_is_call, m.parts))
-            ),
-            default=-1,
-        )
+        last_assistant = -1
+        for k, m in enumerate(messages):
+            if m.role == "assistant":
+                last_assistant = k
+                # The template drops a tool-calling turn's analysis once a later answer exists.
+                if isinstance(m.content, str) or not any(map(_is_call, m.content)):
+                    self._last_answer = k
         for i in range(self.start, len(messages)):
             m = messages[i]
             if m.role == "user":
@@ -391,7 +386,13 @@ class _Conversion:
         self.items.append(_Item("tool", _recipient(name), body, "commentary", "assistant", None, i))
 
     def _assistant(self, m: Message, i: int, is_last: bool) -> None:
-        parts = list(m.parts)
+        if isinstance(m.content, str):  # an answer alone: one final message
+            returns = is_last and not self.add_generation_prompt
+            end = "return" if returns else None
+            item = _Item("assistant", "assistant", m.content, "final", None, None, i, end, returns)
+            self.items.append(item)
+            return
+        parts = list(m.content)
         calls = [p for p in parts if _is_call(p)]
         if calls:
             keep_analysis = not (self.template and self._last_answer > i)
@@ -447,7 +448,7 @@ class _Conversion:
                     "be rendered in gpt_oss"
                 )
             name, body, content_type = part.name, part.raw, None
-        if not name or any(c.isspace() for c in name):
+        if name.split() != [name]:  # empty, or holds whitespace
             raise ValueError(
                 f"messages[{i}]: tool name {name!r} cannot be a Harmony recipient "
                 "(it must be non-empty and hold no whitespace)"
