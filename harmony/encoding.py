@@ -47,11 +47,12 @@ def has_function_tools(messages: Sequence[HarmonyMessage]) -> bool:
 
 class _Prefix(NamedTuple):
     """A header's ids (``<|start|>`` to ``<|message|>``): whole, and split after the author
-    (``<|start|>`` and the author are not sampled after a generation prompt)."""
+    (``<|start|>`` and the author are not sampled after a generation prompt); no split
+    (``rest`` is ``None``) where a token holds the author's end and the recipient's start."""
 
     whole: tuple[int, ...]
     head: tuple[int, ...]
-    rest: tuple[int, ...]
+    rest: tuple[int, ...] | None
 
 
 class HarmonyEncoding:
@@ -137,7 +138,7 @@ class HarmonyEncoding:
                 prefix = self._prefix(author, channel, recipient, content_type)
             if start_sampled == sampled:
                 w.encoded(prefix.whole, msg, sampled)
-            elif recipient is None:
+            elif prefix.rest is not None:
                 w.encoded(prefix.head, msg, start_sampled)
                 w.encoded(prefix.rest, msg, sampled)
             else:
@@ -197,20 +198,28 @@ class HarmonyEncoding:
         content type), cached: every text run in it stands between control tokens, so it
         is encoded on its own."""
         tk, encode = self.tokens, self.table.encode
-        head = [tk.start, *encode(author if recipient is None else author + " to=" + recipient)]
-        rest: list[int] = []
+        author_ids = encode(author)
+        run = author_ids if recipient is None else encode(author + " to=" + recipient)
+        # A run whose first tokens are the author's splits there: no token holds both.
+        n = len(author_ids)
+        split = run[:n] == author_ids
+        tail: list[int] = []
         if channel is not None:
-            rest.append(tk.channel)
+            tail.append(tk.channel)
             if content_type is None:
-                rest += encode(channel)
+                tail += encode(channel)
             elif content_type.startswith(CONSTRAIN):
-                rest += encode(channel + " ")
-                rest.append(tk.constrain)
-                rest += encode(content_type[len(CONSTRAIN) :])
+                tail += encode(channel + " ")
+                tail.append(tk.constrain)
+                tail += encode(content_type[len(CONSTRAIN) :])
             else:
-                rest += encode(channel + " " + content_type)
-        rest.append(tk.message)
-        prefix = _Prefix(tuple(head + rest), tuple(head), tuple(rest))
+                tail += encode(channel + " " + content_type)
+        tail.append(tk.message)
+        prefix = _Prefix(
+            (tk.start, *run, *tail),
+            (tk.start, *run[:n]),
+            (*run[n:], *tail) if split else None,
+        )
         if len(self._prefixes) >= 4096:
             self._prefixes.clear()
         self._prefixes[(author, channel, recipient, content_type)] = prefix
