@@ -277,7 +277,11 @@ class Message:
                 )
             if reasoning:
                 parts.append(ThinkingPart(reasoning))
-        parts.extend(_content_parts(content))
+        if type(content) is str:
+            if content:
+                parts.append(TextPart(content))
+        elif content is not None:
+            parts.extend(_content_parts(content))
         if tool_calls is not None:
             if not isinstance(tool_calls, (list, tuple)):
                 raise ValueError(f"tool_calls: expected a list, got {type(tool_calls).__name__}")
@@ -477,12 +481,13 @@ def _part_from_dict(d: Mapping[str, Any]) -> Part:
 
 
 def _tool_call_part(call: Any) -> ToolCallPart:
-    if isinstance(call, ToolCallPart):
-        return call
-    if not isinstance(call, Mapping):
-        raise ValueError(f"expected a dict, got {type(call).__name__}")
+    if type(call) is not dict:
+        if isinstance(call, ToolCallPart):
+            return call
+        if not isinstance(call, Mapping):
+            raise ValueError(f"expected a dict, got {type(call).__name__}")
     function = call.get("function", call)
-    if not isinstance(function, Mapping):
+    if type(function) is not dict and not isinstance(function, Mapping):
         raise ValueError(f"function: expected a dict, got {type(function).__name__}")
     name = function.get("name")
     if not isinstance(name, str) or not name:
@@ -496,13 +501,12 @@ def _tool_call_part(call: Any) -> ToolCallPart:
     call_id = call.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"id: expected a string, got {type(call_id).__name__}")
-    return ToolCallPart(
-        name,
-        arguments,
-        id=call_id,
-        channel=_str_field(call, "channel", required=False),
-        content_type=_str_field(call, "content_type", required=False),
-    )
+    channel = call.get("channel")
+    content_type = call.get("content_type")
+    if channel is not None or content_type is not None:
+        channel = _str_field(call, "channel", required=False)
+        content_type = _str_field(call, "content_type", required=False)
+    return ToolCallPart(name, arguments, call_id, channel, content_type)
 
 
 def _part_to_dict(part: Part) -> dict[str, Any]:
