@@ -172,9 +172,12 @@ def _recipient(name: str) -> str:
 # -- the template's TypeScript (a port of its Jinja macros) ------------------------------
 
 
+_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _tojson(value: Any) -> str:
     """The template's ``tojson`` filter (transformers': non-ASCII kept, default separators)."""
-    return json.dumps(value, ensure_ascii=False)
+    return _TOJSON(value)
 
 
 def _concat(value: Any) -> str:
@@ -433,7 +436,7 @@ class _Conversion:
                 items.append(self._call(part, i, k))
         if len(items) > first and items[-1].channel == "final":  # the item closing the turn
             returns = not calls and is_last and not self.add_generation_prompt
-            items[-1] = items[-1]._replace(end="return" if returns else None, end_sampled=returns)
+            items[-1] = _Item(*items[-1][:7], "return" if returns else None, returns)
 
     def _call(self, part: Part, i: int, k: int) -> _Item:
         if type(part) is ToolCallPart:
@@ -472,6 +475,7 @@ class GptOssRenderer(Renderer):
         super().__init__(tokenizer, **options)
         self.harmony = HarmonyEncoding(self.table)
         self.tokens = self.harmony.tokens
+        self._system_bodies: dict[tuple[Any, ...], str] = {}
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -494,18 +498,8 @@ class GptOssRenderer(Renderer):
             )
         template = options.dialect == "template"
         functions = functions_namespace(tools) if tools else None
-        system = SystemContent(
-            model_identity=options.model_identity,
-            reasoning_effort=_effort(options.reasoning_effort),
-            knowledge_cutoff=options.knowledge_cutoff,
-            conversation_start_date=_date(options.date, template),
-            valid_channels=CHANNELS,
-            tools=_builtins(options.builtin_tools),
-        )
         enc = self.harmony
-        enc.write_message(
-            w, HarmonyMessage("system", system), has_function_tools=functions is not None
-        )
+        enc.write_parts(w, "system", "system", self._system_body(options, functions is not None))
         start = 1 if messages and messages[0].role in ("system", "developer") else 0
         instructions = plain_text(messages[0], 0, "gpt_oss") if start else ""
         if instructions or functions is not None:
@@ -551,6 +545,35 @@ class GptOssRenderer(Renderer):
             previous = i
         if add_generation_prompt:
             enc.write_generation_prompt(w)
+
+    def _system_body(self, options: GptOssOptions, has_function_tools: bool) -> str:
+        """The system message's text (cached: it depends on a few options only)."""
+        template = options.dialect == "template"
+        effort = _effort(options.reasoning_effort)
+        date = _date(options.date, template)
+        builtins = _builtins(options.builtin_tools)
+        key = (
+            options.model_identity,
+            effort,
+            options.knowledge_cutoff,
+            date,
+            tuple(ns.name for ns in builtins),
+            has_function_tools,
+        )
+        body = self._system_bodies.get(key)
+        if body is None:
+            body = SystemContent(
+                model_identity=options.model_identity,
+                reasoning_effort=effort,
+                knowledge_cutoff=options.knowledge_cutoff,
+                conversation_start_date=date,
+                valid_channels=CHANNELS,
+                tools=builtins,
+            ).render(has_function_tools)
+            if len(self._system_bodies) >= 64:
+                self._system_bodies.clear()
+            self._system_bodies[key] = body
+        return body
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
