@@ -11,7 +11,7 @@ starts a content type such as ``<|constrain|>json``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,16 @@ def has_function_tools(messages: Sequence[HarmonyMessage]) -> bool:
     )
 
 
+class _Prefix(NamedTuple):
+    """A header's ids (``<|start|>`` to ``<|message|>``): whole, and split after the author
+    (``<|start|>`` and the author are not sampled after a generation prompt); no split
+    (``rest`` is ``None``) where a token holds the author's end and the recipient's start."""
+
+    whole: tuple[int, ...]
+    head: tuple[int, ...]
+    rest: tuple[int, ...] | None
+
+
 class HarmonyEncoding:
     """Rendering and parsing of Harmony with the o200k_harmony tokenizer (gpt-oss's,
     loaded by default)."""
@@ -59,6 +69,7 @@ class HarmonyEncoding:
         self.tokens = tk = HarmonyTokens.of(self.table)
         self._end_ids = {"end": tk.end, "return": tk.return_, "call": tk.call}
         self._constant_ids: dict[str, list[int]] = {}
+        self._prefixes: dict[tuple[str, str | None, str | None, str | None], _Prefix] = {}
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -82,22 +93,6 @@ class HarmonyEncoding:
         not after a generation prompt), ``sampled`` covers the rest of the header and the
         body, ``end_sampled`` the end token (default: as ``sampled``).
         """
-        tk = self.tokens
-        w.control(tk.start, msg, start_sampled)
-        w.text(m.author, msg, start_sampled)
-        if m.recipient is not None:
-            w.text(" to=" + m.recipient, msg, sampled)
-        if m.channel is not None:
-            w.control(tk.channel, msg, sampled)
-            w.text(m.channel, msg, sampled)
-        if m.content_type is not None:
-            w.text(" ", msg, sampled)
-            if m.content_type.startswith(CONSTRAIN):
-                w.control(tk.constrain, msg, sampled)
-                w.text(m.content_type[len(CONSTRAIN) :], msg, sampled)
-            else:
-                w.text(m.content_type, msg, sampled)
-        w.control(tk.message, msg, sampled)
         content = m.content
         if isinstance(content, str):
             body = content
@@ -105,7 +100,56 @@ class HarmonyEncoding:
             body = content.render()
         else:
             body = content.render(has_function_tools)
-        if m.role in ("system", "developer") and len(body) > _CACHED_FROM:
+        self.write_parts(
+            w,
+            m.role,
+            m.author,
+            body,
+            m.channel,
+            m.recipient,
+            m.content_type,
+            end,
+            msg,
+            sampled,
+            start_sampled,
+            end_sampled,
+        )
+
+    def write_parts(
+        self,
+        w: TokenWriter,
+        role: str,
+        author: str,
+        body: str,
+        channel: str | None = None,
+        recipient: str | None = None,
+        content_type: str | None = None,
+        end: str | None = None,
+        msg: int = -1,
+        sampled: bool = False,
+        start_sampled: bool = False,
+        end_sampled: bool | None = None,
+    ) -> None:
+        """:meth:`write_message` of a message given by its fields (``author`` as the header
+        spells it, ``body`` its text): what renderers call, building no message object."""
+        if channel is not None or content_type is None:
+            prefix = self._prefixes.get((author, channel, recipient, content_type))
+            if prefix is None:
+                prefix = self._prefix(author, channel, recipient, content_type)
+            if start_sampled == sampled:
+                w.encoded(prefix.whole, msg, sampled)
+            elif prefix.rest is not None:
+                w.encoded(prefix.head, msg, start_sampled)
+                w.encoded(prefix.rest, msg, sampled)
+            else:
+                self._write_header(
+                    w, author, channel, recipient, content_type, msg, sampled, start_sampled
+                )
+        else:
+            self._write_header(
+                w, author, channel, recipient, content_type, msg, sampled, start_sampled
+            )
+        if role in ("system", "developer") and len(body) > _CACHED_FROM:
             # System and developer bodies repeat across conversations (tool declarations
             # run to kilobytes): their ids are cached. A body sits between <|message|> and
             # the end token, so it is encoded on its own either way.
@@ -113,8 +157,73 @@ class HarmonyEncoding:
         else:
             w.text(body, msg, sampled)
         if end is None:
-            end = "call" if m.role == "assistant" and m.recipient is not None else "end"
+            end = "call" if role == "assistant" and recipient is not None else "end"
         w.control(self._end_ids[end], msg, sampled if end_sampled is None else end_sampled)
+
+    def _write_header(
+        self,
+        w: TokenWriter,
+        author: str,
+        channel: str | None,
+        recipient: str | None,
+        content_type: str | None,
+        msg: int,
+        sampled: bool,
+        start_sampled: bool,
+    ) -> None:
+        """``<|start|>`` to ``<|message|>`` piece by piece, for the shapes no cached prefix
+        covers: a content type without a channel (one text run from the author on), and an
+        author and recipient of two weights in one run (the writer splits its tokens)."""
+        tk = self.tokens
+        w.control(tk.start, msg, start_sampled)
+        w.text(author, msg, start_sampled)
+        if recipient is not None:
+            w.text(" to=" + recipient, msg, sampled)
+        if channel is not None:
+            w.control(tk.channel, msg, sampled)
+            w.text(channel, msg, sampled)
+        if content_type is not None:
+            w.text(" ", msg, sampled)
+            if content_type.startswith(CONSTRAIN):
+                w.control(tk.constrain, msg, sampled)
+                w.text(content_type[len(CONSTRAIN) :], msg, sampled)
+            else:
+                w.text(content_type, msg, sampled)
+        w.control(tk.message, msg, sampled)
+
+    def _prefix(
+        self, author: str, channel: str | None, recipient: str | None, content_type: str | None
+    ) -> _Prefix:
+        """The ids from ``<|start|>`` to ``<|message|>`` of a header with a channel (or no
+        content type), cached: every text run in it stands between control tokens, so it
+        is encoded on its own."""
+        tk, encode = self.tokens, self.table.encode
+        author_ids = encode(author)
+        run = author_ids if recipient is None else encode(author + " to=" + recipient)
+        # A run whose first tokens are the author's splits there: no token holds both.
+        n = len(author_ids)
+        split = run[:n] == author_ids
+        tail: list[int] = []
+        if channel is not None:
+            tail.append(tk.channel)
+            if content_type is None:
+                tail += encode(channel)
+            elif content_type.startswith(CONSTRAIN):
+                tail += encode(channel + " ")
+                tail.append(tk.constrain)
+                tail += encode(content_type[len(CONSTRAIN) :])
+            else:
+                tail += encode(channel + " " + content_type)
+        tail.append(tk.message)
+        prefix = _Prefix(
+            (tk.start, *run, *tail),
+            (tk.start, *run[:n]),
+            (*run[n:], *tail) if split else None,
+        )
+        if len(self._prefixes) >= 4096:
+            self._prefixes.clear()
+        self._prefixes[(author, channel, recipient, content_type)] = prefix
+        return prefix
 
     def _body_ids(self, body: str) -> list[int]:
         ids = self._constant_ids.get(body)

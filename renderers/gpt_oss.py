@@ -88,7 +88,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -172,9 +172,12 @@ def _recipient(name: str) -> str:
 # -- the template's TypeScript (a port of its Jinja macros) ------------------------------
 
 
+_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _tojson(value: Any) -> str:
     """The template's ``tojson`` filter (transformers': non-ASCII kept, default separators)."""
-    return json.dumps(value, ensure_ascii=False)
+    return _TOJSON(value)
 
 
 def _concat(value: Any) -> str:
@@ -279,17 +282,34 @@ def _template_functions(tools: Sequence[ToolDescription]) -> str:
 # -- conversation -> Harmony messages ------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """A Harmony message to write, with what loss weights need: the conversation message
-    it comes from (the items of one message are adjacent), its end token, and whether the
-    model samples that end token (not the ``<|end|>`` history writes after a final answer,
-    where the model sampled ``<|return|>``)."""
+class _Item(NamedTuple):
+    """A Harmony message to write (its header fields and body: a tuple, as a conversation
+    makes dozens per call), with what loss weights need: the conversation message it comes
+    from (the items of one message are adjacent), its end token, and whether the model
+    samples that end token (not the ``<|end|>`` history writes after a final answer, where
+    the model sampled ``<|return|>``)."""
 
-    message: HarmonyMessage
+    role: str
+    author: str
+    body: str
+    channel: str | None
+    recipient: str | None
+    content_type: str | None
     msg: int
     end: str | None = None
     end_sampled: bool = True
+
+    def message(self) -> HarmonyMessage:
+        """The item as a Harmony message."""
+        name = self.author if self.role == "tool" else None
+        return HarmonyMessage(
+            self.role,
+            self.body,
+            name=name,
+            channel=self.channel,
+            recipient=self.recipient,
+            content_type=self.content_type,
+        )
 
 
 def _is_call(part: Part) -> TypeGuard[ToolCallPart | UnparsedToolCallPart]:
@@ -324,22 +344,18 @@ class _Conversion:
     def run(self) -> list[_Item]:
         messages = self.messages
         last = len(messages) - 1
-        last_assistant = max(
-            (k for k, m in enumerate(messages) if m.role == "assistant"), default=-1
-        )
-        # The template drops a tool-calling turn's analysis once a later answer exists.
-        self._last_answer = max(
-            (
-                k
-                for k, m in enumerate(messages)
-                if m.role == "assistant" and not any(map(_is_call, m.parts))
-            ),
-            default=-1,
-        )
+        last_assistant = -1
+        for k, m in enumerate(messages):
+            if m.role == "assistant":
+                last_assistant = k
+                # The template drops a tool-calling turn's analysis once a later answer exists.
+                if isinstance(m.content, str) or not any(map(_is_call, m.content)):
+                    self._last_answer = k
         for i in range(self.start, len(messages)):
             m = messages[i]
             if m.role == "user":
-                self.items.append(_Item(HarmonyMessage("user", plain_text(m, i, "gpt_oss")), i))
+                text = plain_text(m, i, "gpt_oss")
+                self.items.append(_Item("user", "user", text, None, None, None, i))
             elif m.role == "tool":
                 self._tool_result(m, i)
             elif m.role == "assistant":
@@ -370,17 +386,16 @@ class _Conversion:
             )
         text = plain_text(m, i, "gpt_oss")
         body = _tojson(text) if self.template else text
-        self.items.append(
-            _Item(
-                HarmonyMessage(
-                    "tool", body, name=_recipient(name), channel="commentary", recipient="assistant"
-                ),
-                i,
-            )
-        )
+        self.items.append(_Item("tool", _recipient(name), body, "commentary", "assistant", None, i))
 
     def _assistant(self, m: Message, i: int, is_last: bool) -> None:
-        parts = list(m.parts)
+        if isinstance(m.content, str):  # an answer alone: one final message
+            returns = is_last and not self.add_generation_prompt
+            end = "return" if returns else None
+            item = _Item("assistant", "assistant", m.content, "final", None, None, i, end, returns)
+            self.items.append(item)
+            return
+        parts = list(m.content)
         calls = [p for p in parts if _is_call(p)]
         if calls:
             keep_analysis = not (self.template and self._last_answer > i)
@@ -406,25 +421,24 @@ class _Conversion:
                 raise reasoning_error(
                     "gpt_oss", i, "its template drops the analysis of turns before the last answer"
                 )
-        out: list[HarmonyMessage] = []
+        items = self.items
+        first = len(items)
         for k, part in enumerate(parts):
             if type(part) is ThinkingPart:
                 if keep_analysis:
                     channel = part.channel or "analysis"
-                    out.append(HarmonyMessage("assistant", part.text, channel=channel))
+                    items.append(_Item("assistant", "assistant", part.text, channel, None, None, i))
             elif type(part) is TextPart:
                 channel = part.channel or ("analysis" if calls else "final")
                 if channel != "analysis" or keep_analysis:
-                    out.append(HarmonyMessage("assistant", part.text, channel=channel))
+                    items.append(_Item("assistant", "assistant", part.text, channel, None, None, i))
             else:
-                out.append(self._call(part, i, k))
-        returns = not calls and is_last and not self.add_generation_prompt
-        for k, hm in enumerate(out):
-            closes_turn = k == len(out) - 1 and hm.channel == "final"
-            end = "return" if closes_turn and returns else None
-            self.items.append(_Item(hm, i, end, end_sampled=returns or not closes_turn))
+                items.append(self._call(part, i, k))
+        if len(items) > first and items[-1].channel == "final":  # the item closing the turn
+            returns = not calls and is_last and not self.add_generation_prompt
+            items[-1] = _Item(*items[-1][:7], "return" if returns else None, returns)
 
-    def _call(self, part: Part, i: int, k: int) -> HarmonyMessage:
+    def _call(self, part: Part, i: int, k: int) -> _Item:
         if type(part) is ToolCallPart:
             name, body, content_type = part.name, part.arguments, part.content_type
             if content_type is None or content_type.endswith("json"):
@@ -437,20 +451,15 @@ class _Conversion:
                     "be rendered in gpt_oss"
                 )
             name, body, content_type = part.name, part.raw, None
-        if not name or any(c.isspace() for c in name):
+        if name.split() != [name]:  # empty, or holds whitespace
             raise ValueError(
                 f"messages[{i}]: tool name {name!r} cannot be a Harmony recipient "
                 "(it must be non-empty and hold no whitespace)"
             )
         if content_type is None:
             content_type = "json" if self.template else "<|constrain|>json"
-        return HarmonyMessage(
-            "assistant",
-            body,
-            channel=part.channel or "commentary",
-            recipient=_recipient(name),
-            content_type=content_type,
-        )
+        channel = part.channel or "commentary"
+        return _Item("assistant", "assistant", body, channel, _recipient(name), content_type, i)
 
 
 class GptOssRenderer(Renderer):
@@ -466,6 +475,7 @@ class GptOssRenderer(Renderer):
         super().__init__(tokenizer, **options)
         self.harmony = HarmonyEncoding(self.table)
         self.tokens = self.harmony.tokens
+        self._system_bodies: dict[tuple[Any, ...], str] = {}
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -488,18 +498,8 @@ class GptOssRenderer(Renderer):
             )
         template = options.dialect == "template"
         functions = functions_namespace(tools) if tools else None
-        system = SystemContent(
-            model_identity=options.model_identity,
-            reasoning_effort=_effort(options.reasoning_effort),
-            knowledge_cutoff=options.knowledge_cutoff,
-            conversation_start_date=_date(options.date, template),
-            valid_channels=CHANNELS,
-            tools=_builtins(options.builtin_tools),
-        )
         enc = self.harmony
-        enc.write_message(
-            w, HarmonyMessage("system", system), has_function_tools=functions is not None
-        )
+        enc.write_parts(w, "system", "system", self._system_body(options, functions is not None))
         start = 1 if messages and messages[0].role in ("system", "developer") else 0
         instructions = plain_text(messages[0], 0, "gpt_oss") if start else ""
         if instructions or functions is not None:
@@ -524,7 +524,7 @@ class GptOssRenderer(Renderer):
             if options.reasoning == "error" and len(kept) < len(items):
                 survivors = {id(it) for it in kept}
                 for it in items:
-                    if id(it) not in survivors and it.message.content and w.trains(it.msg):
+                    if id(it) not in survivors and it.body and w.trains(it.msg):
                         raise reasoning_error(
                             "gpt_oss",
                             it.msg,
@@ -532,25 +532,59 @@ class GptOssRenderer(Renderer):
                             "final answer",
                         )
             items = kept
+        write = enc.write_parts
         previous = -1
-        for item in items:
-            hm = item.message
-            if hm.role != "assistant":
-                enc.write_message(w, hm, msg=item.msg)
+        for role, author, body, channel, recipient, content_type, i, end, end_sampled in items:
+            if role != "assistant":
+                write(w, role, author, body, channel, recipient, content_type, msg=i)
             else:
                 # The first item of a message starts at the prompt's <|start|>assistant.
-                enc.write_message(
+                write(
                     w,
-                    hm,
-                    end=item.end,
-                    msg=item.msg,
-                    sampled=True,
-                    start_sampled=item.msg == previous,
-                    end_sampled=item.end_sampled,
+                    role,
+                    author,
+                    body,
+                    channel,
+                    recipient,
+                    content_type,
+                    end,
+                    i,
+                    True,
+                    i == previous,
+                    end_sampled,
                 )
-            previous = item.msg
+            previous = i
         if add_generation_prompt:
             enc.write_generation_prompt(w)
+
+    def _system_body(self, options: GptOssOptions, has_function_tools: bool) -> str:
+        """The system message's text (cached: it depends on a few options only)."""
+        template = options.dialect == "template"
+        effort = _effort(options.reasoning_effort)
+        date = _date(options.date, template)
+        builtins = _builtins(options.builtin_tools)
+        key = (
+            options.model_identity,
+            effort,
+            options.knowledge_cutoff,
+            date,
+            tuple(ns.name for ns in builtins),
+            has_function_tools,
+        )
+        body = self._system_bodies.get(key)
+        if body is None:
+            body = SystemContent(
+                model_identity=options.model_identity,
+                reasoning_effort=effort,
+                knowledge_cutoff=options.knowledge_cutoff,
+                conversation_start_date=date,
+                valid_channels=CHANNELS,
+                tools=builtins,
+            ).render(has_function_tools)
+            if len(self._system_bodies) >= 64:
+                self._system_bodies.clear()
+            self._system_bodies[key] = body
+        return body
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -619,8 +653,11 @@ def _drop_analysis(items: list[_Item], keep_from: int) -> list[_Item]:
     """openai-harmony's analysis-dropping rule on ``items[:keep_from]`` (the history before
     the trained message; all items for a generation prompt); later items are kept."""
     history = items[:keep_from]
-    kept = {id(m) for m in drop_analysis([it.message for it in history])}
-    return [it for it in history if id(it.message) in kept] + items[keep_from:]
+    messages = [it.message() for it in history]
+    kept = {id(m) for m in drop_analysis(messages)}
+    return [it for it, m in zip(history, messages, strict=True) if id(m) in kept] + items[
+        keep_from:
+    ]
 
 
 # -- parsing -----------------------------------------------------------------------------

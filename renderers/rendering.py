@@ -436,6 +436,8 @@ def plain_text(message: Message, index: int, renderer: str) -> str:
 def checked_arguments(part: ToolCallPart, message_index: int) -> str:
     """The arguments text of a tool call about to be rendered, which every supported
     format embeds as JSON; a caller error names the message and the call otherwise."""
+    if part.arguments in _VALID_JSON:
+        return part.arguments
     try:
         json.loads(part.arguments)
     except ValueError as exc:
@@ -443,7 +445,15 @@ def checked_arguments(part: ToolCallPart, message_index: int) -> str:
             f"messages[{message_index}]: arguments of tool call {part.name!r} are not valid "
             f"JSON ({exc}): {part.arguments[:60]!r}"
         ) from None
+    if len(part.arguments) <= 4096:
+        if len(_VALID_JSON) >= 4096:
+            _VALID_JSON.clear()
+        _VALID_JSON.add(part.arguments)
     return part.arguments
+
+
+# Arguments texts known to be valid JSON (a history's calls are checked at every render).
+_VALID_JSON: set[str] = set()
 
 
 def selected_messages(

@@ -325,6 +325,49 @@ def test_function_tool_schemas_render_like_the_template(r: GptOssRenderer, tok: 
     assert rendered >= len(SCHEMAS) - 2
 
 
+@pytest.mark.usefixtures("fixed_clock")
+def test_one_renderer_follows_each_calls_options_and_tools(tok: Any) -> None:
+    """The renderer caches the system text and header ids: alternating options, tools and
+    trained turns on one renderer gives the template's ids every time."""
+    r = GptOssRenderer(tok, date=DATE)
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "Look it up.",
+            "tool_calls": [call("get_weather", {"city": "Paris"}, "c1")],
+        },
+        result("c1", '{"temp": 21}'),
+        {"role": "assistant", "content": "21 degrees.", "reasoning_content": "Answer."},
+    ]
+    option_sets: list[dict[str, Any]] = [
+        {},
+        {"reasoning_effort": "high"},
+        {"builtin_tools": ["browser"]},
+        {"builtin_tools": ["browser", "python"], "reasoning_effort": "low"},
+    ]
+    for _ in range(2):  # the second round renders from the caches
+        for options in option_sets:
+            for tools in (None, [WEATHER_TOOL]):
+                for end in (3, 5):  # a tool-calling turn trained, then the answer
+                    convo = messages[:end]
+                    expected = hf_template_ids(
+                        tok, template_input(convo), tools, add_generation_prompt=False, **options
+                    )
+                    example = r.build_supervised_example(convo, tools, reasoning="drop", **options)
+                    assert example.tokens.tolist() == expected, (options, tools, end)
+                    prompt = hf_template_ids(
+                        tok,
+                        template_input(convo[:-1]),
+                        tools,
+                        add_generation_prompt=True,
+                        **options,
+                    )
+                    assert r.build_generation_prompt(convo[:-1], tools, **options) == prompt
+
+
 def test_dates_and_options(tok: Any) -> None:
     r = GptOssRenderer(tok)
     messages = [{"role": "user", "content": "Hi"}]

@@ -119,6 +119,14 @@ def _is_plain_text(part: Part) -> bool:
     return type(part) is TextPart and part.channel is None and not part.incomplete
 
 
+def _normalized(parts: Sequence[Part]) -> str | tuple[Part, ...]:
+    """Parts as a message stores them: only plain text parts become the joined ``str``."""
+    for p in parts:
+        if not _is_plain_text(p):
+            return tuple(parts)
+    return "".join(p.text for p in parts if type(p) is TextPart)
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One chat message.
@@ -153,12 +161,7 @@ class Message:
                     f"content[{i}]: expected TextPart, ThinkingPart, ToolCallPart or "
                     f"UnparsedToolCallPart, got {type(part).__name__}"
                 )
-        normalized: str | tuple[Part, ...]
-        if all(_is_plain_text(p) for p in content):
-            normalized = "".join(p.text for p in content if type(p) is TextPart)
-        else:
-            normalized = tuple(content)
-        object.__setattr__(self, "content", normalized)
+        object.__setattr__(self, "content", _normalized(content))
 
     # -- views -------------------------------------------------------------------------
 
@@ -224,25 +227,49 @@ class Message:
         or ``train`` / ``trainable`` (a bool, tinker-cookbook 0.x's ``trainable`` field).
         A field whose value is ``None`` counts as absent. Errors name the offending field.
         """
-        if not isinstance(data, Mapping):
+        if type(data) is dict and data.keys() <= _PLAIN_FIELDS:  # the common shape, fast
+            role = data.get("role")
+            content = data.get("content")
+            name = data.get("name")
+            tool_call_id = data.get("tool_call_id")
+            if (
+                type(role) is str
+                and role
+                and type(content) is str
+                and (name is None or type(name) is str)
+                and (tool_call_id is None or type(tool_call_id) is str)
+            ):
+                if cls is Message:
+                    return _message(role, content, name, tool_call_id, None)
+                return cls(role, content, name, tool_call_id)
+        elif type(data) is not dict and not isinstance(data, Mapping):
             raise ValueError(f"expected a mapping, got {type(data).__name__}")
-        role = data.get("role")
+        get = data.get
+        role = get("role")
         if not isinstance(role, str) or not role:
             raise ValueError(f"role: expected a non-empty string, got {role!r}")
-        content = data.get("content")
-        name = data.get("name")
-        tool_call_id = data.get("tool_call_id")
-        weight = _weight_field(data)
+        content = get("content")
+        name = get("name")
+        tool_call_id = get("tool_call_id")
+        if get("weight") is None and get("train") is None and get("trainable") is None:
+            weight = None
+        else:
+            weight = _weight_field(data)
+        reasoning = get("reasoning_content", _ABSENT)
+        if reasoning is _ABSENT:
+            reasoning = get("thinking")
+        tool_calls = get("tool_calls")
         if (
             type(content) is str
-            and data.get("tool_calls") is None
-            and data.get("reasoning_content", data.get("thinking")) is None
+            and tool_calls is None
+            and reasoning is None
             and (name is None or type(name) is str)
             and (tool_call_id is None or type(tool_call_id) is str)
         ):
-            return cls(role, content, name, tool_call_id, weight)  # the common shape, fast
+            if cls is Message:
+                return _message(role, content, name, tool_call_id, weight)
+            return cls(role, content, name, tool_call_id, weight)
         parts: list[Part] = []
-        reasoning = data.get("reasoning_content", data.get("thinking"))
         if reasoning is not None:
             if not isinstance(reasoning, str):
                 raise ValueError(
@@ -250,8 +277,11 @@ class Message:
                 )
             if reasoning:
                 parts.append(ThinkingPart(reasoning))
-        parts.extend(_content_parts(content))
-        tool_calls = data.get("tool_calls")
+        if type(content) is str:
+            if content:
+                parts.append(TextPart(content))
+        elif content is not None:
+            parts.extend(_content_parts(content))
         if tool_calls is not None:
             if not isinstance(tool_calls, (list, tuple)):
                 raise ValueError(f"tool_calls: expected a list, got {type(tool_calls).__name__}")
@@ -264,6 +294,8 @@ class Message:
             raise ValueError(f"name: expected a string, got {type(name).__name__}")
         if tool_call_id is not None and not isinstance(tool_call_id, str):
             raise ValueError(f"tool_call_id: expected a string, got {type(tool_call_id).__name__}")
+        if cls is Message:  # every part is a part type: only normalisation is left
+            return _message(role, _normalized(parts), name, tool_call_id, weight)
         return cls(role, parts, name=name, tool_call_id=tool_call_id, weight=weight)
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,6 +352,35 @@ def _openai_call(call: ToolCallPart | UnparsedToolCallPart) -> dict[str, Any]:
 
 
 _WEIGHT_FIELDS = ("weight", "train", "trainable")
+
+
+_ABSENT: Any = object()
+_PLAIN_FIELDS = frozenset(("role", "content", "name", "tool_call_id"))
+
+_SLOTS: Any = Message.__dict__  # the slot descriptors: setting them skips __setattr__
+_set_role = _SLOTS["role"].__set__
+_set_content = _SLOTS["content"].__set__
+_set_name = _SLOTS["name"].__set__
+_set_tool_call_id = _SLOTS["tool_call_id"].__set__
+_set_weight = _SLOTS["weight"].__set__
+
+
+def _message(
+    role: str,
+    content: str | tuple[Part, ...],
+    name: str | None,
+    tool_call_id: str | None,
+    weight: float | None,
+) -> Message:
+    """A ``Message`` from fields :meth:`Message.from_dict` has already checked and
+    normalised (its slots set directly: ``__post_init__`` would check them again)."""
+    m = object.__new__(Message)
+    _set_role(m, role)
+    _set_content(m, content)
+    _set_name(m, name)
+    _set_tool_call_id(m, tool_call_id)
+    _set_weight(m, weight)
+    return m
 
 
 def _weight_field(data: Mapping[str, Any]) -> float | None:
@@ -420,12 +481,13 @@ def _part_from_dict(d: Mapping[str, Any]) -> Part:
 
 
 def _tool_call_part(call: Any) -> ToolCallPart:
-    if isinstance(call, ToolCallPart):
-        return call
-    if not isinstance(call, Mapping):
-        raise ValueError(f"expected a dict, got {type(call).__name__}")
+    if type(call) is not dict:
+        if isinstance(call, ToolCallPart):
+            return call
+        if not isinstance(call, Mapping):
+            raise ValueError(f"expected a dict, got {type(call).__name__}")
     function = call.get("function", call)
-    if not isinstance(function, Mapping):
+    if type(function) is not dict and not isinstance(function, Mapping):
         raise ValueError(f"function: expected a dict, got {type(function).__name__}")
     name = function.get("name")
     if not isinstance(name, str) or not name:
@@ -439,13 +501,12 @@ def _tool_call_part(call: Any) -> ToolCallPart:
     call_id = call.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"id: expected a string, got {type(call_id).__name__}")
-    return ToolCallPart(
-        name,
-        arguments,
-        id=call_id,
-        channel=_str_field(call, "channel", required=False),
-        content_type=_str_field(call, "content_type", required=False),
-    )
+    channel = call.get("channel")
+    content_type = call.get("content_type")
+    if channel is not None or content_type is not None:
+        channel = _str_field(call, "channel", required=False)
+        content_type = _str_field(call, "content_type", required=False)
+    return ToolCallPart(name, arguments, call_id, channel, content_type)
 
 
 def _part_to_dict(part: Part) -> dict[str, Any]:
@@ -487,14 +548,19 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Mes
     if isinstance(messages, (str, bytes, Mapping)):
         raise ValueError("messages: expected a sequence of messages, not a single value")
     out: list[Message] = []
+    append = out.append
+    from_dict = Message.from_dict
     for i, m in enumerate(messages):
-        if isinstance(m, Message):
-            out.append(m)
-            continue
-        if not isinstance(m, Mapping):
-            raise ValueError(f"messages[{i}]: expected a Message or a dict, got {type(m).__name__}")
+        if type(m) is not dict:
+            if isinstance(m, Message):
+                append(m)
+                continue
+            if not isinstance(m, Mapping):
+                raise ValueError(
+                    f"messages[{i}]: expected a Message or a dict, got {type(m).__name__}"
+                )
         try:
-            out.append(Message.from_dict(m))
+            append(from_dict(m))
         except ValueError as exc:
             raise ValueError(f"messages[{i}].{exc}") from None
     return out

@@ -72,8 +72,9 @@ class TokenWriter:
             self._sampled.append(sampled)
 
     def encoded(self, ids: Sequence[int], msg: int = NO_MESSAGE, sampled: bool = False) -> None:
-        """Text already encoded (e.g. a cached tool declaration); only valid where the text
-        stands between control tokens, so it cannot merge with neighbouring text."""
+        """Text already encoded (e.g. a cached tool declaration), possibly with the control
+        tokens around it (a cached Harmony header); only valid where the text stands between
+        control tokens, so it cannot merge with neighbouring text. One weight for all."""
         if ids:
             self._items.append(tuple(ids))
             self._msg.append(msg)
