@@ -402,49 +402,102 @@ class MarkerScanner:
 
 
 class _TokenByteEnds:
-    """The end offset, in ordinary-text bytes, of every token seen so far, so a marker
-    found in the text maps back to tokens exactly.
+    """Maps ordinary-text byte offsets back to tokens, so a marker found in the text maps
+    to tokens exactly: which token holds a byte, and where a token's bytes end.
 
-    Long runs are kept as NumPy blocks (never turned into lists); tokens fed one at a time
-    are appended to ``tail``, the ends of the tokens after the last block.
+    Nothing is computed per token while parsing: the ids are kept (a long run as the
+    caller's NumPy array, shorter ones appended to ``tail``) with the byte count so far, and
+    the byte lengths of a block are summed only when a marker asks about it. Structural
+    tokens are kept too and count zero bytes (their spelling is not ordinary text).
     """
 
-    __slots__ = ("_block_first", "_block_last", "_blocks", "_tail_first", "seen", "tail")
+    __slots__ = (
+        "_begin",
+        "_blocks",
+        "_first",
+        "_lengths",
+        "_stop",
+        "_tail_begin",
+        "_tail_first",
+        "seen",
+        "tail",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, lengths: np.ndarray) -> None:
+        self._lengths = lengths  # byte length of every id, zero for structural ids
         self.seen = 0  # bytes so far: the end of the latest token
-        self.tail: list[int] = []
-        self._tail_first = 0  # index of the token whose end is tail[0]
-        self._blocks: list[np.ndarray] = []
-        self._block_first: list[int] = []  # first token of each block
-        self._block_last: list[int] = []  # end of each block's last token
+        self.tail: list[int] = []  # ids of the tokens after the last block
+        self._tail_first = 0  # index of the token tail[0]
+        self._tail_begin = 0  # byte offset where tail[0] starts
+        self._blocks: list[np.ndarray | list[int]] = []
+        self._first: list[int] = []  # first token of each block
+        self._begin: list[int] = []  # byte offset where each block starts
+        self._stop: list[int] = []  # byte offset where each block ends
 
-    def add_run(self, lengths: np.ndarray) -> None:
-        """Record a long run of tokens of these byte lengths (the tail becomes a block)."""
-        ends = np.cumsum(lengths) + self.seen
-        self.seen = int(ends[-1])
-        for block in (np.array(self.tail, dtype=np.int64), ends) if self.tail else (ends,):
-            self._blocks.append(block)
-            self._block_first.append(self._tail_first)
-            self._block_last.append(int(block[-1]))
-            self._tail_first += len(block)
-        self.tail = []
+    def add_block(self, ids: np.ndarray, nbytes: int) -> None:
+        """Record a long run of ordinary tokens holding ``nbytes`` bytes."""
+        self._freeze()
+        self._push(ids, self.seen, self.seen + nbytes)
+        self.seen += nbytes
+        self._tail_first += len(ids)
+        self._tail_begin = self.seen
+
+    def _push(self, ids: np.ndarray | list[int], begin: int, stop: int) -> None:
+        self._blocks.append(ids)
+        self._first.append(self._tail_first)
+        self._begin.append(begin)
+        self._stop.append(stop)
+
+    def _freeze(self) -> None:
+        """Make the tail a block."""
+        tail = self.tail
+        if tail:
+            self._push(tail, self._tail_begin, self.seen)
+            self._tail_first += len(tail)
+            self._tail_begin = self.seen
+            self.tail = []
+
+    def _block_lengths(self, b: int, start: int, stop: int) -> np.ndarray:
+        block = self._blocks[b]
+        chunk = block[start:stop]
+        return self._lengths[chunk if isinstance(chunk, np.ndarray) else np.array(chunk)]  # type: ignore[no-any-return]
 
     def token_at(self, offset: int) -> int:
         """The index of the token holding byte ``offset``."""
-        b = bisect_right(self._block_last, offset)
-        if b < len(self._blocks):
-            k = self._block_first[b] + int(np.searchsorted(self._blocks[b], offset, "right"))
+        self._freeze()
+        count = self._tail_first
+        b = bisect_right(self._stop, offset)
+        if b == len(self._blocks):
+            k = count
         else:
-            k = self._tail_first + bisect_right(self.tail, offset)
-        return max(0, min(k, self._tail_first + len(self.tail) - 1))
+            # Summed a chunk at a time, so a long block never needs a full array of ends.
+            base = self._begin[b]
+            size = len(self._blocks[b])
+            k = self._first[b] + size
+            for start in range(0, size, _ENDS_CHUNK):
+                ends = np.cumsum(self._block_lengths(b, start, start + _ENDS_CHUNK))
+                if base + int(ends[-1]) > offset:
+                    k = self._first[b] + start + int(np.searchsorted(ends, offset - base, "right"))
+                    break
+                base += int(ends[-1])
+        return max(0, min(k, count - 1))
 
     def end_of(self, k: int) -> int:
         """The end offset of token ``k``."""
-        if k >= self._tail_first:
-            return self.tail[k - self._tail_first]
-        b = bisect_right(self._block_first, k) - 1
-        return int(self._blocks[b][k - self._block_first[b]])
+        if k == self._tail_first + len(self.tail) - 1:
+            return self.seen
+        if k < 0:
+            return 0
+        self._freeze()
+        b = bisect_right(self._first, k) - 1
+        end = self._begin[b]
+        stop = k - self._first[b] + 1
+        for start in range(0, stop, _ENDS_CHUNK):
+            end += int(self._block_lengths(b, start, min(stop, start + _ENDS_CHUNK)).sum())
+        return end
+
+
+_ENDS_CHUNK = 1 << 16
 
 
 _SMALL_CHUNK = 48
@@ -491,7 +544,11 @@ class StreamParser:
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
-        self._byte_ends = _TokenByteEnds() if byte_offsets else None
+        self._byte_ends = (
+            _TokenByteEnds(_text_lengths(table, self._structural, self._mask))
+            if byte_offsets
+            else None
+        )
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -607,7 +664,7 @@ class StreamParser:
                             text = None
                         else:
                             byte_ends.seen += len(data)
-                            byte_ends.tail.append(byte_ends.seen)
+                            byte_ends.tail.append(t)
                     if text is not None:
                         self._run_start = self._pos
                         self._pos += 1
@@ -674,13 +731,10 @@ class StreamParser:
         byte_ends = self._byte_ends
         id_bytes = self._id_bytes
         if byte_ends is not None:
-            seen = byte_ends.seen
-            tail = byte_ends.tail
-            for t in run:
-                seen += len(id_bytes[t])
-                tail.append(seen)
-            byte_ends.seen = seen
-            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+            data = b"".join(map(id_bytes.__getitem__, run))
+            byte_ends.tail += run
+            byte_ends.seen += len(data)
+            self._on_bytes(data)
             return
         if not self._pending:
             texts = list(map(self._id_str.__getitem__, run))
@@ -735,7 +789,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            self._byte_ends.add_run(self._table.length_array[arr])
+            self._byte_ends.add_block(arr, len(data))
             self._on_bytes(data)
         else:
             self._decode(data)
@@ -747,7 +801,7 @@ class StreamParser:
         self._run_start = self._pos
         byte_ends = self._byte_ends
         if byte_ends is not None:
-            byte_ends.tail.append(byte_ends.seen)
+            byte_ends.tail.append(t)
         if t in self._stop_ids or t in self._eos_ids:
             self._stop_id = t
             self._on_end(pos, True)
@@ -821,6 +875,22 @@ def _structural_mask(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
             _MASKS.clear()
         _MASKS[key] = mask
     return mask
+
+
+_TEXT_LENGTHS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+
+
+def _text_lengths(table: TokenTable, ids: frozenset[int], mask: np.ndarray) -> np.ndarray:
+    """The byte length of every id as ordinary text: zero for the structural ``ids``."""
+    key = (id(table), ids)
+    lengths = _TEXT_LENGTHS.get(key)
+    if lengths is None:
+        lengths = np.where(mask, 0, table.length_array)
+        lengths.flags.writeable = False
+        if len(_TEXT_LENGTHS) > 64:
+            _TEXT_LENGTHS.clear()
+        _TEXT_LENGTHS[key] = lengths
+    return lengths
 
 
 _CONTROL_PATTERNS: weakref.WeakKeyDictionary[TokenTable, re.Pattern[str] | None] = (
