@@ -13,6 +13,7 @@ ids at once (NumPy) and each run between them is decoded in one go.
 
 from __future__ import annotations
 
+import array
 import codecs
 import json
 import re
@@ -405,10 +406,11 @@ class _TokenByteEnds:
     """Maps ordinary-text byte offsets back to tokens, so a marker found in the text maps
     to tokens exactly: which token holds a byte, and where a token's bytes end.
 
-    Nothing is computed per token while parsing: the ids are kept (a long run as the
-    caller's NumPy array, shorter ones appended to ``tail``) with the byte count so far, and
-    the byte lengths of a block are summed only when a marker asks about it. Structural
-    tokens are kept too and count zero bytes (their spelling is not ordinary text).
+    Nothing is computed per token while parsing: the ids are kept (a batch as the array the
+    parser scans, tokens fed a few at a time appended to ``tail``) with the byte count so
+    far, and a block's byte lengths are summed only when a marker asks about it.
+    Structural tokens are kept too and count zero bytes (their spelling is not ordinary
+    text). Queries name ``count``, the number of tokens consumed so far.
     """
 
     __slots__ = (
@@ -416,9 +418,9 @@ class _TokenByteEnds:
         "_blocks",
         "_first",
         "_lengths",
-        "_stop",
         "_tail_begin",
         "_tail_first",
+        "covered",
         "seen",
         "tail",
     )
@@ -427,64 +429,69 @@ class _TokenByteEnds:
         self._lengths = lengths  # byte length of every id, zero for structural ids
         self.seen = 0  # bytes so far: the end of the latest token
         self.tail: list[int] = []  # ids of the tokens after the last block
+        self.covered = False  # the tokens being consumed are in a block already
         self._tail_first = 0  # index of the token tail[0]
         self._tail_begin = 0  # byte offset where tail[0] starts
         self._blocks: list[np.ndarray | list[int]] = []
         self._first: list[int] = []  # first token of each block
         self._begin: list[int] = []  # byte offset where each block starts
-        self._stop: list[int] = []  # byte offset where each block ends
 
-    def add_block(self, ids: np.ndarray, nbytes: int) -> None:
-        """Record a long run of ordinary tokens holding ``nbytes`` bytes."""
+    def cover(self, ids: np.ndarray, first: int) -> None:
+        """The tokens ``first, first + 1, ...`` are ``ids``, consumed next (until
+        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile."""
         self._freeze()
-        self._push(ids, self.seen, self.seen + nbytes)
-        self.seen += nbytes
-        self._tail_first += len(ids)
-        self._tail_begin = self.seen
-
-    def _push(self, ids: np.ndarray | list[int], begin: int, stop: int) -> None:
         self._blocks.append(ids)
-        self._first.append(self._tail_first)
-        self._begin.append(begin)
-        self._stop.append(stop)
+        self._first.append(first)
+        self._begin.append(self.seen)
+        self.covered = True
+
+    def uncover(self, count: int, borrowed: bool) -> None:
+        """The covered tokens were consumed; ``count`` tokens so far. A ``borrowed`` array
+        (the caller's, who may reuse it for the next ids) is copied."""
+        if borrowed:
+            self._blocks[-1] = self._blocks[-1].copy()  # type: ignore[union-attr]
+        self.covered = False
+        self._tail_first = count
+        self._tail_begin = self.seen
 
     def _freeze(self) -> None:
         """Make the tail a block."""
         tail = self.tail
         if tail:
-            self._push(tail, self._tail_begin, self.seen)
+            self._blocks.append(tail)
+            self._first.append(self._tail_first)
+            self._begin.append(self._tail_begin)
             self._tail_first += len(tail)
             self._tail_begin = self.seen
             self.tail = []
 
-    def _block_lengths(self, b: int, start: int, stop: int) -> np.ndarray:
-        block = self._blocks[b]
-        chunk = block[start:stop]
-        return self._lengths[chunk if isinstance(chunk, np.ndarray) else np.array(chunk)]  # type: ignore[no-any-return]
+    def _lengths_of(self, b: int, start: int, stop: int) -> np.ndarray:
+        chunk = self._blocks[b][start:stop]
+        ids = chunk if isinstance(chunk, np.ndarray) else np.array(chunk, dtype=np.int64)
+        lengths: np.ndarray = self._lengths[ids]
+        return lengths
 
-    def token_at(self, offset: int) -> int:
+    def token_at(self, offset: int, count: int) -> int:
         """The index of the token holding byte ``offset``."""
         self._freeze()
-        count = self._tail_first
-        b = bisect_right(self._stop, offset)
-        if b == len(self._blocks):
-            k = count
-        else:
-            # Summed a chunk at a time, so a long block never needs a full array of ends.
+        b = bisect_right(self._begin, offset) - 1
+        k = count
+        if b >= 0 and offset < self.seen:
+            # Summed a chunk at a time: a long block never needs a whole array of ends.
             base = self._begin[b]
-            size = len(self._blocks[b])
-            k = self._first[b] + size
+            size = min(len(self._blocks[b]), count - self._first[b])
             for start in range(0, size, _ENDS_CHUNK):
-                ends = np.cumsum(self._block_lengths(b, start, start + _ENDS_CHUNK))
+                ends = np.cumsum(self._lengths_of(b, start, min(size, start + _ENDS_CHUNK)))
                 if base + int(ends[-1]) > offset:
-                    k = self._first[b] + start + int(np.searchsorted(ends, offset - base, "right"))
+                    j = start + int(np.searchsorted(ends, offset - base, "right"))
+                    k = self._first[b] + j
                     break
                 base += int(ends[-1])
         return max(0, min(k, count - 1))
 
-    def end_of(self, k: int) -> int:
+    def end_of(self, k: int, count: int) -> int:
         """The end offset of token ``k``."""
-        if k == self._tail_first + len(self.tail) - 1:
+        if k >= count - 1:
             return self.seen
         if k < 0:
             return 0
@@ -493,7 +500,7 @@ class _TokenByteEnds:
         end = self._begin[b]
         stop = k - self._first[b] + 1
         for start in range(0, stop, _ENDS_CHUNK):
-            end += int(self._block_lengths(b, start, min(stop, start + _ENDS_CHUNK)).sum())
+            end += int(self._lengths_of(b, start, min(stop, start + _ENDS_CHUNK)).sum())
         return end
 
 
@@ -544,6 +551,7 @@ class StreamParser:
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
+        self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
         self._byte_ends = (
             _TokenByteEnds(_text_lengths(table, self._structural, self._mask))
             if byte_offsets
@@ -607,12 +615,12 @@ class StreamParser:
     def _token_at_byte(self, offset: int) -> int:
         """The index of the token holding ordinary-text byte ``offset`` (byte_offsets)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
-        return self._byte_ends.token_at(offset)
+        return self._byte_ends.token_at(offset, self._pos)
 
     def _byte_end(self, k: int) -> int:
         """The end offset (in ordinary-text bytes) of token ``k`` (byte_offsets)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
-        return self._byte_ends.end_of(k)
+        return self._byte_ends.end_of(k, self._pos)
 
     def _decode(self, data: bytes) -> None:
         if not self._pending:
@@ -674,11 +682,13 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("feed() called after finish()")
         if isinstance(token_ids, np.ndarray):
-            arr: np.ndarray | None = token_ids
-            ids: list[int] = token_ids.tolist()
-        else:
-            arr = None
-            ids = token_ids if isinstance(token_ids, list) else list(token_ids)
+            if self._done or token_ids.size <= _SMALL_CHUNK:
+                token_ids = token_ids.tolist()
+            else:
+                self._feed_large(None, token_ids)
+                events = asm.events
+                return events if events is not None else []
+        ids = token_ids if isinstance(token_ids, list) else list(token_ids)
         if self._done:
             self._table.check_ids(ids, self._pos)
             self._trailing.extend(ids)
@@ -687,7 +697,7 @@ class StreamParser:
         if len(ids) <= _SMALL_CHUNK:
             self._feed_small(ids)
         else:
-            self._feed_large(ids, arr)
+            self._feed_large(ids, None)
         events = asm.events
         return events if events is not None else []
 
@@ -732,7 +742,8 @@ class StreamParser:
         id_bytes = self._id_bytes
         if byte_ends is not None:
             data = b"".join(map(id_bytes.__getitem__, run))
-            byte_ends.tail += run
+            if not byte_ends.covered:
+                byte_ends.tail += run
             byte_ends.seen += len(data)
             self._on_bytes(data)
             return
@@ -745,42 +756,52 @@ class StreamParser:
                 return
         self._decode(b"".join(map(id_bytes.__getitem__, run)))
 
-    def _feed_large(self, ids: list[int], arr: np.ndarray | None) -> None:
+    def _feed_large(self, ids: list[int] | None, arr: np.ndarray | None) -> None:
+        """Many ids (a list, or else an array): structural ids found and every id checked
+        at once with NumPy, then each run between structural ids decoded in one go. An
+        array is never turned into one big list (a Python int per id is 36 bytes)."""
         if arr is None:
-            try:
-                arr = np.array(ids)  # float or object dtype when an id is not an integer
+            assert ids is not None
+            try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
+                arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
             except (OverflowError, TypeError, ValueError):
-                arr = None
-            if arr is None or arr.dtype.kind not in "iu":
                 self._table.check_ids(ids, self._pos)
-                raise ValueError("token_ids: expected integers")
+                raise ValueError("token_ids: expected integers") from None
         elif arr.dtype.kind not in "iu":
-            self._table.check_ids(ids, self._pos)
+            self._table.check_ids(arr.tolist(), self._pos)
             raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size):
-            self._table.check_ids(ids, self._pos)
+        if arr.ndim != 1:
+            raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
+        n = len(arr)
+        if int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size:
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
         if not self._table.valid_array[arr].all():
-            self._table.check_ids(ids, self._pos)
-        cuts = np.flatnonzero(self._mask[arr]).tolist()
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+        cuts: list[int] = np.flatnonzero(self._mask[arr]).tolist()
+        tokens: list[int] = arr[cuts].tolist() if ids is None else []
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            byte_ends.cover(arr, self._pos)
         base = self._pos
         prev = 0
-        for cut in (*cuts, len(ids)):
+        cuts.append(n)
+        for j, cut in enumerate(cuts):
             if self._done:
-                rest = ids[prev:]
-                self._table.check_ids(rest, base + prev)
-                self._trailing.extend(rest)
-                self._pos = base + len(ids)
-                return
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                break
             if cut > prev:
                 self._pos = base + prev
                 if cut - prev < _GATHER_MIN:
-                    self._run(ids[prev:cut])
+                    self._run(arr[prev:cut].tolist() if ids is None else ids[prev:cut])
                 else:
                     self._run_large(arr[prev:cut])
-            if cut < len(ids):
+            if cut < n:
                 self._pos = base + cut
-                self._structural_token(ids[cut])
+                self._structural_token(tokens[j] if ids is None else ids[cut])
             prev = cut + 1
+        if byte_ends is not None:
+            byte_ends.uncover(self._pos, ids is None and not self._one_shot)
 
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
@@ -789,7 +810,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            self._byte_ends.add_block(arr, len(data))
+            self._byte_ends.seen += len(data)  # the tokens are covered (_feed_large)
             self._on_bytes(data)
         else:
             self._decode(data)
@@ -800,7 +821,7 @@ class StreamParser:
         self._pos = pos + 1
         self._run_start = self._pos
         byte_ends = self._byte_ends
-        if byte_ends is not None:
+        if byte_ends is not None and not byte_ends.covered:
             byte_ends.tail.append(t)
         if t in self._stop_ids or t in self._eos_ids:
             self._stop_id = t
@@ -810,6 +831,12 @@ class StreamParser:
             self._on_token(t, pos)
             if self._done:  # the format ended the message at this token
                 self._trailing.append(t)
+
+    def parse(self, token_ids: Sequence[int] | np.ndarray) -> ParseResult:
+        """All the sampled ids at once: :meth:`feed` then :meth:`finish`."""
+        self._one_shot = True
+        self.feed(token_ids)
+        return self.finish()
 
     def finish(self) -> ParseResult:
         """End of the sampled ids: close what is open and return the result."""
