@@ -90,6 +90,45 @@ class ParseResult:
     issues: tuple[ParseIssue, ...] = ()
 
 
+class _TrailingText:
+    """The text of trailing ids, decoded when first read: the tail after a stop token can
+    be most of a long completion and is rarely read."""
+
+    __slots__ = ("_id_bytes", "_ids")
+
+    def __init__(self, id_bytes: list[bytes], ids: tuple[int, ...]) -> None:
+        self._id_bytes = id_bytes
+        self._ids = ids
+
+    def decode(self) -> str:
+        return b"".join(map(self._id_bytes.__getitem__, self._ids)).decode("utf-8", "replace")
+
+
+class _LazyTrailingTextField:
+    """``ParseResult.trailing_text``: the slot holds a :class:`_TrailingText` until read,
+    then the text. Equality, hashing, repr, pickling and ``replace`` read the field, so
+    they see the text."""
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+
+    def __get__(self, obj: ParseResult | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = self._slot.__get__(obj, owner)
+        if type(value) is _TrailingText:
+            value = value.decode()
+            self._slot.__set__(obj, value)
+        return value
+
+    def __set__(self, obj: ParseResult, value: Any) -> None:
+        self._slot.__set__(obj, value)
+
+
+_trailing_slot = vars(ParseResult)["trailing_text"]
+ParseResult.trailing_text = _LazyTrailingTextField(_trailing_slot)  # type: ignore[assignment,misc]
+
+
 @dataclass(frozen=True, slots=True)
 class PartStarted:
     """A part began: ``kind`` is ``"text"``, ``"thinking"`` or ``"tool_call"``."""
@@ -877,15 +916,12 @@ class StreamParser:
         else:
             termination = Termination.EOS
         trailing = tuple(self._trailing)
-        return ParseResult(
-            message=message,
-            termination=termination,
-            spans=tuple(spans),
-            stop_token_id=self._stop_id,
-            trailing_ids=trailing,
-            trailing_text=self._table.decode(trailing) if trailing else "",
-            issues=tuple(self._issues),
+        result = ParseResult(
+            message, termination, tuple(spans), self._stop_id, trailing, "", tuple(self._issues)
         )
+        if trailing:  # decoded when read
+            _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
+        return result
 
 
 _MASKS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
