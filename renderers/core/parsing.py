@@ -578,7 +578,7 @@ class StreamParser:
         self._stop_ids = frozenset(stop_ids)
         self._eos_ids = frozenset(eos_ids)
         self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
-        self._mask = _structural_mask(table, self._structural)
+        self._kinds = _token_kinds(table, self._structural)
         self.asm = PartAssembler(events)
         self._decoder: codecs.IncrementalDecoder | None = None
         self._pending = False
@@ -592,7 +592,7 @@ class StreamParser:
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
         self._byte_ends = (
-            _TokenByteEnds(_text_lengths(table, self._structural, self._mask))
+            _TokenByteEnds(_text_lengths(table, self._structural, self._kinds))
             if byte_offsets
             else None
         )
@@ -786,13 +786,6 @@ class StreamParser:
             byte_ends.seen += len(data)
             self._on_bytes(data)
             return
-        if not self._pending:
-            texts = list(map(self._id_str.__getitem__, run))
-            if None not in texts:
-                text = "".join(texts)  # type: ignore[arg-type]
-                if text:
-                    self._on_text(text)
-                return
         self._decode(b"".join(map(id_bytes.__getitem__, run)))
 
     def _feed_large(self, ids: list[int] | None, arr: np.ndarray | None) -> None:
@@ -812,11 +805,22 @@ class StreamParser:
         if arr.ndim != 1:
             raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
         n = len(arr)
-        if int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size:
+        # One lookup checks every id and finds the structural ones (NumPy reads a negative
+        # index, or a uint64 one beyond int64, from the end: those are checked apart).
+        if arr.dtype.kind == "i":
+            wraps = bool(arr.min() < 0)
+        else:
+            wraps = arr.dtype.itemsize >= 8 and bool(arr.max() >= self._vocab_size)
+        try:
+            kinds = None if wraps else self._kinds[arr]
+        except IndexError:
+            kinds = None
+        if kinds is None:
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
-        if not self._table.valid_array[arr].all():
+            raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
+        cuts: list[int] = np.flatnonzero(kinds).tolist()
+        if cuts and kinds[cuts].max() == _NOT_A_TOKEN:
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
-        cuts: list[int] = np.flatnonzero(self._mask[arr]).tolist()
         tokens: list[int] = arr[cuts].tolist() if ids is None else []
         byte_ends = self._byte_ends
         if byte_ends is not None:
@@ -924,31 +928,34 @@ class StreamParser:
         return result
 
 
-_MASKS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+_KINDS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+_STRUCTURAL, _NOT_A_TOKEN = 1, 2
 
 
-def _structural_mask(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
+def _token_kinds(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
+    """Per id: 0 for ordinary text, ``_STRUCTURAL`` for ``ids``, ``_NOT_A_TOKEN`` for ids
+    no token has."""
     key = (id(table), ids)
-    mask = _MASKS.get(key)
-    if mask is None:
-        mask = np.zeros(table.vocab_size, dtype=bool)
-        mask[list(ids)] = True
-        mask.flags.writeable = False
-        if len(_MASKS) > 256:
-            _MASKS.clear()
-        _MASKS[key] = mask
-    return mask
+    kinds = _KINDS.get(key)
+    if kinds is None:
+        kinds = np.where(table.valid_array, 0, _NOT_A_TOKEN).astype(np.int8)
+        kinds[list(ids)] = _STRUCTURAL
+        kinds.flags.writeable = False
+        if len(_KINDS) > 256:
+            _KINDS.clear()
+        _KINDS[key] = kinds
+    return kinds
 
 
 _TEXT_LENGTHS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
 
 
-def _text_lengths(table: TokenTable, ids: frozenset[int], mask: np.ndarray) -> np.ndarray:
+def _text_lengths(table: TokenTable, ids: frozenset[int], kinds: np.ndarray) -> np.ndarray:
     """The byte length of every id as ordinary text: zero for the structural ``ids``."""
     key = (id(table), ids)
     lengths = _TEXT_LENGTHS.get(key)
     if lengths is None:
-        lengths = np.where(mask, 0, table.length_array)
+        lengths = np.where(kinds == _STRUCTURAL, 0, table.length_array)
         lengths.flags.writeable = False
         if len(_TEXT_LENGTHS) > 64:
             _TEXT_LENGTHS.clear()
