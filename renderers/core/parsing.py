@@ -488,7 +488,7 @@ class _TokenByteEnds:
         """The covered tokens were consumed; ``count`` tokens so far. A ``borrowed`` array
         (the caller's, who may reuse it for the next ids) is copied."""
         if borrowed:
-            self._blocks[-1] = self._blocks[-1].copy()  # type: ignore[union-attr]
+            self._blocks[-1] = self._blocks[-1].copy()
         self.covered = False
         self._tail_first = count
         self._tail_begin = self.seen
