@@ -1708,3 +1708,27 @@ def test_trailing_text_is_decoded_when_read_and_results_keep_value_semantics(
     for t in ids:
         parser.feed([t])
     assert parser.finish() == a
+
+
+@pytest.mark.parametrize("model_id", MODELS)
+def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
+    """A run of text longer than the parser decodes at once (its pieces split multi-byte
+    characters) gives, in one batch, as a list or an array, what one-token feeds give, and
+    the message keeps every sampled character."""
+    spec = next(s for s in SPECS if s.model_id == model_id)
+    r = spec.renderer()
+    text = "".join(f"line {k}: naïve café 日本語 🎉 ∑ {'x' * (k % 7)}\n" for k in range(4000))
+    message = Message("assistant", [TextPart(text.strip())])
+    conversation: list[Any] = [{"role": "user", "content": "hi"}, message]
+    messages = trainable(r, conversation, spec.trained_reasoning, repr(spec))
+    example = r.build_supervised_example(messages)
+    ids = [t for t, w in zip(example.tokens.tolist(), example.weights.tolist(), strict=True) if w]
+    assert len(r.decode(ids).encode()) > 2 * 65536
+    batch = r.parse_response(ids)
+    assert r.parse_response(np.asarray(ids)) == batch
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == batch
+    texts = [p.text for p in batch.message.parts if isinstance(p, (TextPart, ThinkingPart))]
+    assert text.strip() in "".join(texts)

@@ -333,12 +333,16 @@ class PartAssembler:
         self.kind = None
         self._flush_held(strip_suffix)
         part: Part | None
+        chunks = self._chunks
+        self._chunks = []  # not kept alive with the part's text
         if kind == TOOL_CALL:
-            segments = [*self._segments, "".join(self._chunks)]
+            segments = [*self._segments, "".join(chunks)]
+            self._segments = []
             assert build is not None, "closing a tool-call region needs a builder"
             part = build(segments, incomplete)
         elif self._index >= 0:
-            text = "".join(self._chunks)
+            text = "".join(chunks)
+            del chunks
             if kind == THINKING:
                 part = ThinkingPart(text, self._channel, incomplete)
             else:
@@ -547,6 +551,7 @@ _ENDS_CHUNK = 1 << 16
 
 
 _SMALL_CHUNK = 48
+_DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
 
 
@@ -662,6 +667,9 @@ class StreamParser:
         return self._byte_ends.end_of(k, self._pos)
 
     def _decode(self, data: bytes) -> None:
+        if len(data) > _DECODE_CHUNK:
+            self._decode_long(data)
+            return
         if not self._pending:
             try:  # the common case, complete UTF-8, without the incremental decoder
                 text = data.decode("utf-8")
@@ -678,6 +686,19 @@ class StreamParser:
         self._pending = bool(decoder.getstate()[0])
         if text:
             self._on_text(text)
+
+    def _decode_long(self, data: bytes) -> None:
+        """Long text is handed on in pieces: decoding it at once widens the text's buffer
+        as wider characters appear (copying it), and a format stripping a separator from
+        it would copy it whole again; the part joins the pieces once."""
+        decoder = self._decoder
+        if decoder is None:
+            decoder = self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for k in range(0, len(data), _DECODE_CHUNK):
+            text = decoder.decode(data[k : k + _DECODE_CHUNK])
+            if text:
+                self._on_text(text)
+        self._pending = bool(decoder.getstate()[0])
 
     def _flush_pending(self) -> None:
         if self._pending and self._decoder is not None:
