@@ -197,9 +197,7 @@ class Renderer:
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt)."""
-        parser = self.stream_parser(_events=False, **options)
-        parser.feed(token_ids)
-        return parser.finish()
+        return self.stream_parser(_events=False, **options).parse(token_ids)
 
     def parse_text(self, text: str, **options: Any) -> ParseResult:
         """Parse a completion given as text (e.g. an API's raw completion): control-token

@@ -19,6 +19,7 @@ tests/test_properties.py -s``; the counts of examples each property ran are prin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import re
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -1669,3 +1671,64 @@ def test_report_example_counts() -> None:
     for name, n in sorted(EXAMPLE_COUNTS.items()):
         print(f"{n:6d}  {name}")
     assert EXAMPLE_COUNTS
+
+
+@pytest.mark.parametrize("model_id", MODELS)
+def test_trailing_text_is_decoded_when_read_and_results_keep_value_semantics(
+    model_id: str,
+) -> None:
+    """Ids after the stop token are trailing: their text is their decoded text whether
+    read before or after comparing, hashing, pickling or replacing the result (the text is
+    decoded on first read); the same ids as a list, a NumPy array or fed one at a time give
+    equal results."""
+    spec = next(s for s in SPECS if s.model_id == model_id)
+    r = spec.renderer()
+    tail = [*r.table.encode(" after the stop ✨ "), *r.stop_token_ids[:1], 7, 8, 9]
+    message = _fixed_messages(spec, 1)[0]
+    conversation: list[Any] = [{"role": "user", "content": "hi"}, message]
+    messages = trainable(r, conversation, spec.trained_reasoning, repr(spec))
+    example = r.build_supervised_example(messages)
+    ids = [t for t, w in zip(example.tokens.tolist(), example.weights.tolist(), strict=True) if w]
+    ids += tail * 30  # a long tail, so the batch path sees it
+    results = [r.parse_response(ids) for _ in range(6)]
+    if not results[0].trailing_ids:  # the format's stop is not the tokenizer's
+        pytest.skip("no trailing ids for this format")
+    start = len(ids) - len(results[0].trailing_ids)
+    expected = r.decode(ids[start:])
+    assert expected.count(" after the stop ✨ ") >= 29
+    a, b, c, d, e = results[:5]
+    assert a == b and hash(a) == hash(b)
+    assert pickle.loads(pickle.dumps(c)) == a
+    assert dataclasses.replace(d, spans=d.spans) == a
+    assert f"trailing_text={expected!r}" in repr(e)
+    for result in results:
+        assert result.trailing_text == expected
+    assert r.parse_response(np.asarray(ids)) == a
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == a
+
+
+@pytest.mark.parametrize("model_id", MODELS)
+def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
+    """A run of text longer than the parser decodes at once (its pieces split multi-byte
+    characters) gives, in one batch, as a list or an array, what one-token feeds give, and
+    the message keeps every sampled character."""
+    spec = next(s for s in SPECS if s.model_id == model_id)
+    r = spec.renderer()
+    text = "".join(f"line {k}: naïve café 日本語 🎉 ∑ {'x' * (k % 7)}\n" for k in range(4000))
+    message = Message("assistant", [TextPart(text.strip())])
+    conversation: list[Any] = [{"role": "user", "content": "hi"}, message]
+    messages = trainable(r, conversation, spec.trained_reasoning, repr(spec))
+    example = r.build_supervised_example(messages)
+    ids = [t for t, w in zip(example.tokens.tolist(), example.weights.tolist(), strict=True) if w]
+    assert len(r.decode(ids).encode()) > 2 * 65536
+    batch = r.parse_response(ids)
+    assert r.parse_response(np.asarray(ids)) == batch
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == batch
+    texts = [p.text for p in batch.message.parts if isinstance(p, (TextPart, ThinkingPart))]
+    assert text.strip() in "".join(texts)

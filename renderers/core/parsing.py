@@ -13,6 +13,7 @@ ids at once (NumPy) and each run between them is decoded in one go.
 
 from __future__ import annotations
 
+import array
 import codecs
 import json
 import re
@@ -87,6 +88,45 @@ class ParseResult:
     trailing_ids: tuple[int, ...] = ()
     trailing_text: str = ""
     issues: tuple[ParseIssue, ...] = ()
+
+
+class _TrailingText:
+    """The text of trailing ids, decoded when first read: the tail after a stop token can
+    be most of a long completion and is rarely read."""
+
+    __slots__ = ("_id_bytes", "_ids")
+
+    def __init__(self, id_bytes: list[bytes], ids: tuple[int, ...]) -> None:
+        self._id_bytes = id_bytes
+        self._ids = ids
+
+    def decode(self) -> str:
+        return b"".join(map(self._id_bytes.__getitem__, self._ids)).decode("utf-8", "replace")
+
+
+class _LazyTrailingTextField:
+    """``ParseResult.trailing_text``: the slot holds a :class:`_TrailingText` until read,
+    then the text. Equality, hashing, repr, pickling and ``replace`` read the field, so
+    they see the text."""
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+
+    def __get__(self, obj: ParseResult | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = self._slot.__get__(obj, owner)
+        if type(value) is _TrailingText:
+            value = value.decode()
+            self._slot.__set__(obj, value)
+        return value
+
+    def __set__(self, obj: ParseResult, value: Any) -> None:
+        self._slot.__set__(obj, value)
+
+
+_trailing_slot = vars(ParseResult)["trailing_text"]
+ParseResult.trailing_text = _LazyTrailingTextField(_trailing_slot)  # type: ignore[assignment,misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,12 +333,16 @@ class PartAssembler:
         self.kind = None
         self._flush_held(strip_suffix)
         part: Part | None
+        chunks = self._chunks
+        self._chunks = []  # not kept alive with the part's text
         if kind == TOOL_CALL:
-            segments = [*self._segments, "".join(self._chunks)]
+            segments = [*self._segments, "".join(chunks)]
+            self._segments = []
             assert build is not None, "closing a tool-call region needs a builder"
             part = build(segments, incomplete)
         elif self._index >= 0:
-            text = "".join(self._chunks)
+            text = "".join(chunks)
+            del chunks
             if kind == THINKING:
                 part = ThinkingPart(text, self._channel, incomplete)
             else:
@@ -402,52 +446,112 @@ class MarkerScanner:
 
 
 class _TokenByteEnds:
-    """The end offset, in ordinary-text bytes, of every token seen so far, so a marker
-    found in the text maps back to tokens exactly.
+    """Maps ordinary-text byte offsets back to tokens, so a marker found in the text maps
+    to tokens exactly: which token holds a byte, and where a token's bytes end.
 
-    Long runs are kept as NumPy blocks (never turned into lists); tokens fed one at a time
-    are appended to ``tail``, the ends of the tokens after the last block.
+    Nothing is computed per token while parsing: the ids are kept (a batch as the array the
+    parser scans, tokens fed a few at a time appended to ``tail``) with the byte count so
+    far, and a block's byte lengths are summed only when a marker asks about it.
+    Structural tokens are kept too and count zero bytes (their spelling is not ordinary
+    text). Queries name ``count``, the number of tokens consumed so far.
     """
 
-    __slots__ = ("_block_first", "_block_last", "_blocks", "_tail_first", "seen", "tail")
+    __slots__ = (
+        "_begin",
+        "_blocks",
+        "_first",
+        "_lengths",
+        "_tail_begin",
+        "_tail_first",
+        "covered",
+        "seen",
+        "tail",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, lengths: np.ndarray) -> None:
+        self._lengths = lengths  # byte length of every id, zero for structural ids
         self.seen = 0  # bytes so far: the end of the latest token
-        self.tail: list[int] = []
-        self._tail_first = 0  # index of the token whose end is tail[0]
-        self._blocks: list[np.ndarray] = []
-        self._block_first: list[int] = []  # first token of each block
-        self._block_last: list[int] = []  # end of each block's last token
+        self.tail: list[int] = []  # ids of the tokens after the last block
+        self.covered = False  # the tokens being consumed are in a block already
+        self._tail_first = 0  # index of the token tail[0]
+        self._tail_begin = 0  # byte offset where tail[0] starts
+        self._blocks: list[np.ndarray | list[int]] = []
+        self._first: list[int] = []  # first token of each block
+        self._begin: list[int] = []  # byte offset where each block starts
 
-    def add_run(self, lengths: np.ndarray) -> None:
-        """Record a long run of tokens of these byte lengths (the tail becomes a block)."""
-        ends = np.cumsum(lengths) + self.seen
-        self.seen = int(ends[-1])
-        for block in (np.array(self.tail, dtype=np.int64), ends) if self.tail else (ends,):
-            self._blocks.append(block)
-            self._block_first.append(self._tail_first)
-            self._block_last.append(int(block[-1]))
-            self._tail_first += len(block)
-        self.tail = []
+    def cover(self, ids: np.ndarray, first: int) -> None:
+        """The tokens ``first, first + 1, ...`` are ``ids``, consumed next (until
+        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile."""
+        self._freeze()
+        self._blocks.append(ids)
+        self._first.append(first)
+        self._begin.append(self.seen)
+        self.covered = True
 
-    def token_at(self, offset: int) -> int:
+    def uncover(self, count: int, borrowed: bool) -> None:
+        """The covered tokens were consumed; ``count`` tokens so far. A ``borrowed`` array
+        (the caller's, who may reuse it for the next ids) is copied."""
+        if borrowed:
+            self._blocks[-1] = self._blocks[-1].copy()
+        self.covered = False
+        self._tail_first = count
+        self._tail_begin = self.seen
+
+    def _freeze(self) -> None:
+        """Make the tail a block."""
+        tail = self.tail
+        if tail:
+            self._blocks.append(tail)
+            self._first.append(self._tail_first)
+            self._begin.append(self._tail_begin)
+            self._tail_first += len(tail)
+            self._tail_begin = self.seen
+            self.tail = []
+
+    def _lengths_of(self, b: int, start: int, stop: int) -> np.ndarray:
+        chunk = self._blocks[b][start:stop]
+        ids = chunk if isinstance(chunk, np.ndarray) else np.array(chunk, dtype=np.int64)
+        lengths: np.ndarray = self._lengths[ids]
+        return lengths
+
+    def token_at(self, offset: int, count: int) -> int:
         """The index of the token holding byte ``offset``."""
-        b = bisect_right(self._block_last, offset)
-        if b < len(self._blocks):
-            k = self._block_first[b] + int(np.searchsorted(self._blocks[b], offset, "right"))
-        else:
-            k = self._tail_first + bisect_right(self.tail, offset)
-        return max(0, min(k, self._tail_first + len(self.tail) - 1))
+        self._freeze()
+        b = bisect_right(self._begin, offset) - 1
+        k = count
+        if b >= 0 and offset < self.seen:
+            # Summed a chunk at a time: a long block never needs a whole array of ends.
+            base = self._begin[b]
+            size = min(len(self._blocks[b]), count - self._first[b])
+            for start in range(0, size, _ENDS_CHUNK):
+                ends = np.cumsum(self._lengths_of(b, start, min(size, start + _ENDS_CHUNK)))
+                if base + int(ends[-1]) > offset:
+                    j = start + int(np.searchsorted(ends, offset - base, "right"))
+                    k = self._first[b] + j
+                    break
+                base += int(ends[-1])
+        return max(0, min(k, count - 1))
 
-    def end_of(self, k: int) -> int:
+    def end_of(self, k: int, count: int) -> int:
         """The end offset of token ``k``."""
-        if k >= self._tail_first:
-            return self.tail[k - self._tail_first]
-        b = bisect_right(self._block_first, k) - 1
-        return int(self._blocks[b][k - self._block_first[b]])
+        if k >= count - 1:
+            return self.seen
+        if k < 0:
+            return 0
+        self._freeze()
+        b = bisect_right(self._first, k) - 1
+        end = self._begin[b]
+        stop = k - self._first[b] + 1
+        for start in range(0, stop, _ENDS_CHUNK):
+            end += int(self._lengths_of(b, start, min(stop, start + _ENDS_CHUNK)).sum())
+        return end
+
+
+_ENDS_CHUNK = 1 << 16
 
 
 _SMALL_CHUNK = 48
+_DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
 
 
@@ -479,7 +583,7 @@ class StreamParser:
         self._stop_ids = frozenset(stop_ids)
         self._eos_ids = frozenset(eos_ids)
         self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
-        self._mask = _structural_mask(table, self._structural)
+        self._kinds = _token_kinds(table, self._structural)
         self.asm = PartAssembler(events)
         self._decoder: codecs.IncrementalDecoder | None = None
         self._pending = False
@@ -491,7 +595,12 @@ class StreamParser:
         self._trailing: list[int] = []
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
-        self._byte_ends = _TokenByteEnds() if byte_offsets else None
+        self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
+        self._byte_ends = (
+            _TokenByteEnds(_text_lengths(table, self._structural, self._kinds))
+            if byte_offsets
+            else None
+        )
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -550,14 +659,17 @@ class StreamParser:
     def _token_at_byte(self, offset: int) -> int:
         """The index of the token holding ordinary-text byte ``offset`` (byte_offsets)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
-        return self._byte_ends.token_at(offset)
+        return self._byte_ends.token_at(offset, self._pos)
 
     def _byte_end(self, k: int) -> int:
         """The end offset (in ordinary-text bytes) of token ``k`` (byte_offsets)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
-        return self._byte_ends.end_of(k)
+        return self._byte_ends.end_of(k, self._pos)
 
     def _decode(self, data: bytes) -> None:
+        if len(data) > _DECODE_CHUNK:
+            self._decode_long(data)
+            return
         if not self._pending:
             try:  # the common case, complete UTF-8, without the incremental decoder
                 text = data.decode("utf-8")
@@ -574,6 +686,19 @@ class StreamParser:
         self._pending = bool(decoder.getstate()[0])
         if text:
             self._on_text(text)
+
+    def _decode_long(self, data: bytes) -> None:
+        """Long text is handed on in pieces: decoding it at once widens the text's buffer
+        as wider characters appear (copying it), and a format stripping a separator from
+        it would copy it whole again; the part joins the pieces once."""
+        decoder = self._decoder
+        if decoder is None:
+            decoder = self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for k in range(0, len(data), _DECODE_CHUNK):
+            text = decoder.decode(data[k : k + _DECODE_CHUNK])
+            if text:
+                self._on_text(text)
+        self._pending = bool(decoder.getstate()[0])
 
     def _flush_pending(self) -> None:
         if self._pending and self._decoder is not None:
@@ -607,7 +732,7 @@ class StreamParser:
                             text = None
                         else:
                             byte_ends.seen += len(data)
-                            byte_ends.tail.append(byte_ends.seen)
+                            byte_ends.tail.append(t)
                     if text is not None:
                         self._run_start = self._pos
                         self._pos += 1
@@ -617,11 +742,13 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("feed() called after finish()")
         if isinstance(token_ids, np.ndarray):
-            arr: np.ndarray | None = token_ids
-            ids: list[int] = token_ids.tolist()
-        else:
-            arr = None
-            ids = token_ids if isinstance(token_ids, list) else list(token_ids)
+            if self._done or token_ids.size <= _SMALL_CHUNK:
+                token_ids = token_ids.tolist()
+            else:
+                self._feed_large(None, token_ids)
+                events = asm.events
+                return events if events is not None else []
+        ids = token_ids if isinstance(token_ids, list) else list(token_ids)
         if self._done:
             self._table.check_ids(ids, self._pos)
             self._trailing.extend(ids)
@@ -630,7 +757,7 @@ class StreamParser:
         if len(ids) <= _SMALL_CHUNK:
             self._feed_small(ids)
         else:
-            self._feed_large(ids, arr)
+            self._feed_large(ids, None)
         events = asm.events
         return events if events is not None else []
 
@@ -674,59 +801,71 @@ class StreamParser:
         byte_ends = self._byte_ends
         id_bytes = self._id_bytes
         if byte_ends is not None:
-            seen = byte_ends.seen
-            tail = byte_ends.tail
-            for t in run:
-                seen += len(id_bytes[t])
-                tail.append(seen)
-            byte_ends.seen = seen
-            self._on_bytes(b"".join(map(id_bytes.__getitem__, run)))
+            data = b"".join(map(id_bytes.__getitem__, run))
+            if not byte_ends.covered:
+                byte_ends.tail += run
+            byte_ends.seen += len(data)
+            self._on_bytes(data)
             return
-        if not self._pending:
-            texts = list(map(self._id_str.__getitem__, run))
-            if None not in texts:
-                text = "".join(texts)  # type: ignore[arg-type]
-                if text:
-                    self._on_text(text)
-                return
         self._decode(b"".join(map(id_bytes.__getitem__, run)))
 
-    def _feed_large(self, ids: list[int], arr: np.ndarray | None) -> None:
+    def _feed_large(self, ids: list[int] | None, arr: np.ndarray | None) -> None:
+        """Many ids (a list, or else an array): structural ids found and every id checked
+        at once with NumPy, then each run between structural ids decoded in one go. An
+        array is never turned into one big list (a Python int per id is 36 bytes)."""
         if arr is None:
-            try:
-                arr = np.array(ids)  # float or object dtype when an id is not an integer
+            assert ids is not None
+            try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
+                arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
             except (OverflowError, TypeError, ValueError):
-                arr = None
-            if arr is None or arr.dtype.kind not in "iu":
                 self._table.check_ids(ids, self._pos)
-                raise ValueError("token_ids: expected integers")
+                raise ValueError("token_ids: expected integers") from None
         elif arr.dtype.kind not in "iu":
-            self._table.check_ids(ids, self._pos)
+            self._table.check_ids(arr.tolist(), self._pos)
             raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab_size):
-            self._table.check_ids(ids, self._pos)
-        if not self._table.valid_array[arr].all():
-            self._table.check_ids(ids, self._pos)
-        cuts = np.flatnonzero(self._mask[arr]).tolist()
+        if arr.ndim != 1:
+            raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
+        n = len(arr)
+        # One lookup checks every id and finds the structural ones (NumPy reads a negative
+        # index, or a uint64 one beyond int64, from the end: those are checked apart).
+        if arr.dtype.kind == "i":
+            wraps = bool(arr.min() < 0)
+        else:
+            wraps = arr.dtype.itemsize >= 8 and bool(arr.max() >= self._vocab_size)
+        try:
+            kinds = None if wraps else self._kinds[arr]
+        except IndexError:
+            kinds = None
+        if kinds is None:
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+            raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
+        cuts: list[int] = np.flatnonzero(kinds).tolist()
+        if cuts and kinds[cuts].max() == _NOT_A_TOKEN:
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+        tokens: list[int] = arr[cuts].tolist() if ids is None else []
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            byte_ends.cover(arr, self._pos)
         base = self._pos
         prev = 0
-        for cut in (*cuts, len(ids)):
+        cuts.append(n)
+        for j, cut in enumerate(cuts):
             if self._done:
-                rest = ids[prev:]
-                self._table.check_ids(rest, base + prev)
-                self._trailing.extend(rest)
-                self._pos = base + len(ids)
-                return
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                break
             if cut > prev:
                 self._pos = base + prev
                 if cut - prev < _GATHER_MIN:
-                    self._run(ids[prev:cut])
+                    self._run(arr[prev:cut].tolist() if ids is None else ids[prev:cut])
                 else:
                     self._run_large(arr[prev:cut])
-            if cut < len(ids):
+            if cut < n:
                 self._pos = base + cut
-                self._structural_token(ids[cut])
+                self._structural_token(tokens[j] if ids is None else ids[cut])
             prev = cut + 1
+        if byte_ends is not None:
+            byte_ends.uncover(self._pos, ids is None and not self._one_shot)
 
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
@@ -735,7 +874,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            self._byte_ends.add_run(self._table.length_array[arr])
+            self._byte_ends.seen += len(data)  # the tokens are covered (_feed_large)
             self._on_bytes(data)
         else:
             self._decode(data)
@@ -746,8 +885,8 @@ class StreamParser:
         self._pos = pos + 1
         self._run_start = self._pos
         byte_ends = self._byte_ends
-        if byte_ends is not None:
-            byte_ends.tail.append(byte_ends.seen)
+        if byte_ends is not None and not byte_ends.covered:
+            byte_ends.tail.append(t)
         if t in self._stop_ids or t in self._eos_ids:
             self._stop_id = t
             self._on_end(pos, True)
@@ -756,6 +895,12 @@ class StreamParser:
             self._on_token(t, pos)
             if self._done:  # the format ended the message at this token
                 self._trailing.append(t)
+
+    def parse(self, token_ids: Sequence[int] | np.ndarray) -> ParseResult:
+        """All the sampled ids at once: :meth:`feed` then :meth:`finish`."""
+        self._one_shot = True
+        self.feed(token_ids)
+        return self.finish()
 
     def finish(self) -> ParseResult:
         """End of the sampled ids: close what is open and return the result."""
@@ -796,31 +941,47 @@ class StreamParser:
         else:
             termination = Termination.EOS
         trailing = tuple(self._trailing)
-        return ParseResult(
-            message=message,
-            termination=termination,
-            spans=tuple(spans),
-            stop_token_id=self._stop_id,
-            trailing_ids=trailing,
-            trailing_text=self._table.decode(trailing) if trailing else "",
-            issues=tuple(self._issues),
+        result = ParseResult(
+            message, termination, tuple(spans), self._stop_id, trailing, "", tuple(self._issues)
         )
+        if trailing:  # decoded when read
+            _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
+        return result
 
 
-_MASKS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+_KINDS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+_STRUCTURAL, _NOT_A_TOKEN = 1, 2
 
 
-def _structural_mask(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
+def _token_kinds(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
+    """Per id: 0 for ordinary text, ``_STRUCTURAL`` for ``ids``, ``_NOT_A_TOKEN`` for ids
+    no token has."""
     key = (id(table), ids)
-    mask = _MASKS.get(key)
-    if mask is None:
-        mask = np.zeros(table.vocab_size, dtype=bool)
-        mask[list(ids)] = True
-        mask.flags.writeable = False
-        if len(_MASKS) > 256:
-            _MASKS.clear()
-        _MASKS[key] = mask
-    return mask
+    kinds = _KINDS.get(key)
+    if kinds is None:
+        kinds = np.where(table.valid_array, 0, _NOT_A_TOKEN).astype(np.int8)
+        kinds[list(ids)] = _STRUCTURAL
+        kinds.flags.writeable = False
+        if len(_KINDS) > 256:
+            _KINDS.clear()
+        _KINDS[key] = kinds
+    return kinds
+
+
+_TEXT_LENGTHS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+
+
+def _text_lengths(table: TokenTable, ids: frozenset[int], kinds: np.ndarray) -> np.ndarray:
+    """The byte length of every id as ordinary text: zero for the structural ``ids``."""
+    key = (id(table), ids)
+    lengths = _TEXT_LENGTHS.get(key)
+    if lengths is None:
+        lengths = np.where(kinds == _STRUCTURAL, 0, table.length_array)
+        lengths.flags.writeable = False
+        if len(_TEXT_LENGTHS) > 64:
+            _TEXT_LENGTHS.clear()
+        _TEXT_LENGTHS[key] = lengths
+    return lengths
 
 
 _CONTROL_PATTERNS: weakref.WeakKeyDictionary[TokenTable, re.Pattern[str] | None] = (
