@@ -294,7 +294,9 @@ class _AtomicTable(_Atomic):
         if self._writer is None:
             self._schema = table.schema
             if self.format == "parquet":
-                self._writer = pq.ParquetWriter(self.temporary, self._schema)
+                # Token ids barely repeat within a page: dictionary encoding only costs
+                # time (2.4x the write, for a file 16% smaller).
+                self._writer = pq.ParquetWriter(self.temporary, self._schema, use_dictionary=False)
             else:
                 self._sink = pa.OSFile(str(self.temporary), "wb")
                 self._writer = pa.ipc.new_stream(self._sink, self._schema)

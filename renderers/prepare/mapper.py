@@ -150,7 +150,9 @@ class ConversationMapper:
 
     def warm_up(self) -> None:
         """Build what the renderer builds on first use (its fast encoder, cached
-        declarations), so worker processes forked after this share it."""
+        declarations), so worker processes forked after this share it (a renderer
+        otherwise builds its encoder only once encoding has taken a while)."""
+        self.renderer.table.fast_encoding  # noqa: B018  (builds the encoder)
         self.renderer.build_supervised_example(
             [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
         )
