@@ -278,12 +278,12 @@ def _walk_pieces(
     are short: a role header); every later token is the last piece's. Returns ``False``,
     appending nothing, when the tokens' bytes do not spell the text up to there (the
     tokenizer normalized it): :func:`_token_pieces` maps by character offsets instead."""
-    text = "".join(texts)
-    segment = table.encode(text)
+    segment = table.encode("".join(texts))
+    head = [t.encode("utf-8") for t in texts[:-1]]
     ends: list[int] = []
     total = 0
-    for t in texts[:-1]:
-        total += len(t.encode("utf-8"))
+    for data in head:
+        total += len(data)
         ends.append(total)
     last = len(ends)  # the index of the last piece
     boundary = total
@@ -316,7 +316,10 @@ def _walk_pieces(
             runs.append((1, w, m))
         pos = end
         k += 1
-    if b"".join(walked) != text.encode("utf-8")[:pos]:
+    # The walked tokens must spell the text up to there: the head pieces and the start
+    # of the last one (its first ``pos - boundary`` characters hold at least that many bytes).
+    past = pos - boundary
+    if b"".join(walked) != b"".join(head) + texts[-1][:past].encode("utf-8")[:past]:
         return False
     if k < n:
         runs.append((n - k, piece_weights[last], piece_msgs[last]))
