@@ -164,6 +164,47 @@ def test_prepare_stops_on_a_bad_row_with_one_line_and_no_output(
     assert list(tmp_path.iterdir()) == [data]  # no output, no temporary file left
 
 
+@pytest.mark.parametrize("num_proc", [2, 3])
+def test_parallel_runs_write_what_one_process_writes_in_input_order(
+    num_proc: int, tmp_path: Path
+) -> None:
+    # Small work units, so that this process and its workers each map several, and bad
+    # rows among them, so that the rejects are ordered too.
+    rows: list[Any] = list(ROWS)
+    rows[5] = {"messages": [{"role": "robot", "content": "x"}]}
+    rows[13] = "{not json"
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, rows)
+    outputs = []
+    for n in (1, num_proc):
+        out = tmp_path / f"out-{n}.parquet"
+        args = [str(data), "-o", str(out), "--on-error", "skip", "--batch-size", "2", "-q"]
+        assert main(["prepare", "--model", MODEL, *args, "--num-proc", str(n)]) == 0
+        rejects = (tmp_path / f"out-{n}.rejects.jsonl").read_text()
+        outputs.append((pq.read_table(out), rejects))
+    (single, single_rejects), (parallel, parallel_rejects) = outputs
+    assert parallel.equals(single)
+    assert parallel_rejects == single_rejects
+    assert parallel.column("row_id").to_pylist() == [k for k in range(24) if k not in (5, 13)]
+    assert parallel.column("input_ids")[20].as_py() == _expected(ROWS[22])[0]
+
+
+def test_a_parallel_run_stops_on_a_bad_row_with_one_line_and_no_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    rows: list[Any] = list(ROWS[:9])
+    rows[7] = {"messages": [{"role": "robot", "content": "x"}]}
+    _write_jsonl(data, rows)
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--batch-size", "1", "--num-proc", "2"]
+    assert main(["prepare", "--model", MODEL, *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("renderers prepare: error: row 7: messages[0].role: unknown role")
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == [data]
+
+
 def test_prepare_usage_errors_exit_2(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     _write_jsonl(data, ROWS[:1])

@@ -70,7 +70,12 @@ def add_parser(sub: Any) -> None:
         type=Path,
         help="where skipped rows are listed (default: OUTPUT with .rejects.jsonl)",
     )
-    prepare.add_argument("--num-proc", type=int, default=1, help="worker processes")
+    prepare.add_argument(
+        "--num-proc",
+        type=int,
+        default=1,
+        help="processes that map rows: this one and N-1 forked workers (default 1)",
+    )
     prepare.add_argument(
         "--batch-size",
         type=int,

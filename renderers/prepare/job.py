@@ -10,6 +10,7 @@ import os
 import resource
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ class PrepareStats:
     seconds: float = 0.0
     conversations_per_second: float = 0.0
     tokens_per_second: float = 0.0
-    peak_worker_rss_mib: float = 0.0
+    peak_worker_rss_mib: float = 0.0  # of the largest process that mapped rows
     rejects: str | None = None
     errors_by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -86,7 +87,8 @@ def run_prepare(
 ) -> PrepareStats:
     """Prepare ``source`` into ``output``; rows the mapper skips go to ``rejects`` (JSONL:
     row id, message index, error). Output files appear only when the run succeeds.
-    ``batch_size`` rows go to a worker at a time (default: :func:`default_batch_size`)."""
+    ``num_proc`` processes map rows: this one and ``num_proc - 1`` forked workers;
+    ``batch_size`` rows are one work unit (default: :func:`default_batch_size`)."""
     config = mapper.config
     stats = PrepareStats(
         model=mapper.renderer.name,
@@ -214,6 +216,8 @@ def _prepared(batch: Batch, mapper: ConversationMapper) -> tuple[Any, float]:
 def _mapped(
     source: Source, mapper: ConversationMapper, num_proc: int, batch_size: int
 ) -> Iterator[tuple[Any, float]]:
+    """Prepared batches in input order, mapped by this process and ``num_proc - 1``
+    forked workers."""
     batches = source.batches(batch_size)
     if num_proc <= 1:
         for batch in batches:
@@ -226,8 +230,36 @@ def _mapped(
     gc.freeze()
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
-    with context.Pool(num_proc, initializer=_init_worker, initargs=(mapper,)) as pool:
-        yield from pool.imap(_work, batches, chunksize=1)
+    workers = num_proc - 1
+    with context.Pool(workers, initializer=_init_worker, initargs=(mapper,)) as pool:
+        yield from _shared(batches, mapper, pool, queued=2 * workers)
+
+
+def _shared(
+    batches: Iterator[Batch], mapper: ConversationMapper, pool: Any, queued: int
+) -> Iterator[tuple[Any, float]]:
+    """Map ``batches`` in order, sending each to ``pool`` while it has fewer than ``queued``
+    batches unfinished and mapping it here otherwise.
+
+    This process writes the output too; mapping here whenever the workers are busy gives
+    it work for the time the writing leaves, instead of a third process competing for the
+    cores, and saves shipping those rows to a worker and back."""
+    pending: deque[Any] = deque()  # AsyncResult, or a (table, rss) mapped here
+    in_pool = 0
+    for batch in batches:
+        if in_pool < queued:
+            pending.append(pool.apply_async(_work, (batch,)))
+        else:
+            pending.append(_prepared(batch, mapper))
+        while pending and (isinstance(pending[0], tuple) or pending[0].ready()):
+            yield _result(pending.popleft())
+        in_pool = sum(1 for item in pending if not isinstance(item, tuple) and not item.ready())
+    while pending:
+        yield _result(pending.popleft())
+
+
+def _result(item: Any) -> tuple[Any, float]:
+    return item if isinstance(item, tuple) else item.get()
 
 
 # -- atomic outputs -------------------------------------------------------------------------
