@@ -278,6 +278,15 @@ def _time_prepare(model: str, data: Path, num_proc: int, workdir: Path) -> Resul
     )
 
 
+def _median_ratio(rounds: list[list[Result]], runner: int, baseline: int) -> float:
+    """The median over rounds of ``runner``'s throughput over ``baseline``'s in that round."""
+    ratios = sorted(
+        measured[runner].per_second[0] / measured[baseline].per_second[0] for measured in rounds
+    )
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+
+
 def _median(runs: list[Result]) -> Result:
     """The run of median time, with the largest peak memory of all runs."""
     ordered = sorted(runs, key=lambda r: r.seconds)
@@ -308,8 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=3,
-        help="rounds of template, prepare and prepare --num-proc in turn (medians reported)",
+        default=5,
+        help="rounds of template, prepare and prepare --num-proc in turn; each ratio is the "
+        "median of the rounds' own ratios (default 5)",
     )
     parser.add_argument(
         "--output",
@@ -343,31 +353,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             with data.open("w", encoding="utf-8") as f:
                 for row in rows:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            # Each round times every runner in turn, so a slow spell of a shared machine
-            # hits all of them; medians over rounds.
+            # Each round times every runner in turn (the two prepare runs in alternating
+            # order), so a slow spell of a shared machine hits all of them; every ratio is
+            # the median of the rounds' own ratios, rates are medians over rounds.
+            counts = sorted({1, args.num_proc})
             rounds: list[list[Result]] = []
-            for _ in range(1 if args.quick else args.rounds):
+            for k in range(1 if args.quick else args.rounds):
                 measured = [_time_template(model, rows, template)]
-                for num_proc in sorted({1, args.num_proc}):
-                    measured.append(_time_prepare(model, data, num_proc, workdir))
+                order = counts if k % 2 == 0 else counts[::-1]
+                timed = {c: _time_prepare(model, data, c, workdir) for c in order}
+                measured += [timed[c] for c in counts]
                 rounds.append(measured)
             results = [_median(list(runs)) for runs in zip(*rounds, strict=True)]
-            baseline = results[0]
-        base_rate = baseline.per_second[0]
-        for r in results:
+        for i, r in enumerate(results):
             conv_s, tok_s = r.per_second
+            vs_template = _median_ratio(rounds, i, 0)
             peak = f"{r.peak_rss_mib:,.0f}" if r.peak_rss_mib is not None else ""
             lines.append(
                 f"| {model} | {r.name} | {conv_s:,.1f} | {tok_s:,.0f} | "
-                f"{conv_s / base_rate:.2f}x | {peak} |"
+                f"{vs_template:.2f}x | {peak} |"
             )
-            report.append({"model": model, **r.__dict__, "conversations_per_second": conv_s})
-        single = results[1].per_second[0]
+            report.append(
+                {
+                    "model": model,
+                    **r.__dict__,
+                    "conversations_per_second": conv_s,
+                    "vs_template": vs_template,
+                    "rounds_seconds": [measured[i].seconds for measured in rounds],
+                }
+            )
         if len(results) > 2:
-            lines.append(
-                f"| {model} | --num-proc {args.num_proc} vs 1 | | | "
-                f"{results[2].per_second[0] / single:.2f}x | |"
-            )
+            scaling = _median_ratio(rounds, 2, 1)
+            lines.append(f"| {model} | --num-proc {args.num_proc} vs 1 | | | {scaling:.2f}x | |")
+            report.append({"model": model, "name": "scaling", "ratio": scaling})
     args.output.mkdir(parents=True, exist_ok=True)
     table = "\n".join(lines) + "\n"
     (args.output / "prepare.md").write_text(table, encoding="utf-8")

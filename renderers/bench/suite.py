@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,16 +370,23 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
         arr = np.asarray(ids)
         peak = peak_memory_bytes(functools.partial(renderer.parse_response, arr))
         peaks.append((len(ids), peak))
-        text_bytes = len(renderer.table.decode(ids).encode("utf-8"))
+        # The baseline is the decoded text as Python holds it (what ``tokenizer.decode``
+        # returns): text with any character beyond U+FFFF takes 4 bytes per character, so
+        # the strings a parse must return are near 4x their UTF-8 size alone.
+        text = renderer.table.decode(ids)
         rows.append(
             Row(
                 renderer.name,
                 "peak memory of parse_response (MiB)",
                 len(ids),
                 peak / 2**20,
-                "decoded text size (MiB)",
-                text_bytes / 2**20,
-                {"bytes_per_token": peak / len(ids)},
+                "decoded text, as a str (MiB)",
+                sys.getsizeof(text) / 2**20,
+                {
+                    "bytes_per_token": peak / len(ids),
+                    "text_utf8_mib": len(text.encode("utf-8")) / 2**20,
+                    "ratio_to_utf8": peak / len(text.encode("utf-8")),
+                },
             )
         )
     (n_small, small), (n_large, large) = peaks
