@@ -17,6 +17,7 @@ import array
 import codecs
 import json
 import re
+import struct
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -553,6 +554,7 @@ _ENDS_CHUNK = 1 << 16
 _SMALL_CHUNK = 48
 _DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
+_JOIN_MAX = 1 << 13  # chunks up to this many ids are joined whole (_feed_joined)
 
 
 class StreamParser:
@@ -596,11 +598,8 @@ class StreamParser:
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        self._byte_ends = (
-            _TokenByteEnds(_text_lengths(table, self._structural, self._kinds))
-            if byte_offsets
-            else None
-        )
+        self._text_len = _text_lengths(table, self._structural, self._kinds)
+        self._byte_ends = _TokenByteEnds(self._text_len) if byte_offsets else None
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -816,8 +815,11 @@ class StreamParser:
         if arr is None:
             assert ids is not None
             try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
-                arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
-            except (OverflowError, TypeError, ValueError):
+                if len(ids) <= _JOIN_MAX:  # struct packs short lists faster than array
+                    arr = np.frombuffer(struct.pack(f"{len(ids)}q", *ids), dtype=np.int64)
+                else:
+                    arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
+            except (OverflowError, TypeError, ValueError, struct.error):
                 self._table.check_ids(ids, self._pos)
                 raise ValueError("token_ids: expected integers") from None
         elif arr.dtype.kind not in "iu":
@@ -839,15 +841,20 @@ class StreamParser:
         if kinds is None:
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
             raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
-        cuts: list[int] = np.flatnonzero(kinds).tolist()
-        if cuts and kinds[cuts].max() == _NOT_A_TOKEN:
+        cuts: list[int] = kinds.nonzero()[0].tolist()
+        tokens: list[int] = arr[cuts].tolist()
+        if not self._structural.issuperset(tokens):  # ids that are no token
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
-        tokens: list[int] = arr[cuts].tolist() if ids is None else []
         byte_ends = self._byte_ends
         if byte_ends is not None:
             byte_ends.cover(arr, self._pos)
         base = self._pos
         prev = 0
+        if n <= _JOIN_MAX:
+            self._feed_joined(ids, arr, cuts, tokens)
+            if byte_ends is not None:
+                byte_ends.uncover(self._pos, ids is None and not self._one_shot)
+            return
         cuts.append(n)
         for j, cut in enumerate(cuts):
             if self._done:
@@ -866,6 +873,44 @@ class StreamParser:
             prev = cut + 1
         if byte_ends is not None:
             byte_ends.uncover(self._pos, ids is None and not self._one_shot)
+
+    def _feed_joined(
+        self, ids: list[int] | None, arr: np.ndarray, cuts: list[int], tokens: list[int]
+    ) -> None:
+        """The rest of :meth:`_feed_large` for a chunk of up to ``_JOIN_MAX`` ids: the
+        ordinary text of the whole chunk is joined once (structural ids count no bytes)
+        and each run between structural ids is a slice of it."""
+        n = len(arr)
+        lengths = self._text_len[arr]
+        ends = lengths.cumsum()
+        data = self._table.gather_bytes(arr, lengths, ends)
+        bounds: list[int] = ends[cuts].tolist() if cuts else []
+        bounds.append(len(data))
+        cuts.append(n)
+        base = self._pos
+        prev = 0
+        at = 0
+        byte_ends = self._byte_ends
+        for j, cut in enumerate(cuts):
+            if self._done:
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                return
+            if cut > prev:
+                self._run_start = base + prev
+                self._pos = base + cut
+                stop = bounds[j]
+                chunk = data[at:stop]
+                at = stop
+                if byte_ends is not None:
+                    byte_ends.seen += len(chunk)
+                    self._on_bytes(chunk)
+                else:
+                    self._decode(chunk)
+            if cut < n:
+                self._pos = base + cut
+                self._structural_token(tokens[j] if ids is None else ids[cut])
+            prev = cut + 1
 
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its

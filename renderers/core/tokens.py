@@ -220,6 +220,13 @@ class TokenTable:
             pieces.append(self._flat_bytes[index].tobytes())
         return b"".join(pieces)
 
+    def gather_bytes(self, ids: np.ndarray, lengths: np.ndarray, ends: np.ndarray) -> bytes:
+        """The first ``lengths[i]`` bytes of each of ``ids`` end to end (``ends`` is the
+        cumulative sum of ``lengths``)."""
+        index = (self._starts[ids] - (ends - lengths)).repeat(lengths)
+        index += np.arange(len(index))
+        return self._flat_bytes[index].tobytes()
+
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
         self.check_ids(ids)
