@@ -225,7 +225,8 @@ class TokenTable:
         cumulative sum of ``lengths``)."""
         index = (self._starts[ids] - (ends - lengths)).repeat(lengths)
         index += np.arange(len(index))
-        return self._flat_bytes[index].tobytes()
+        data: bytes = self._flat_bytes[index].tobytes()
+        return data
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
