@@ -297,7 +297,8 @@ class PartAssembler:
         ``separator`` is the marker's spelling that the call's raw text joins segments
         with: it is streamed as a delta too, so a part's deltas spell its raw text.
         """
-        self._flush_held("")
+        if self._held:
+            self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
         if separator and self.events is not None:
@@ -332,7 +333,8 @@ class PartAssembler:
         if kind is None:
             return None
         self.kind = None
-        self._flush_held(strip_suffix)
+        if self._held:
+            self._flush_held(strip_suffix)
         part: Part | None
         chunks = self._chunks
         self._chunks = []  # not kept alive with the part's text
