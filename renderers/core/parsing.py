@@ -849,8 +849,8 @@ class StreamParser:
         # negative index, or a uint64 one beyond int64, from the end: those are kept apart.
         if arr.dtype.kind == "i":
             kinds = None if arr.min() < 0 else self._kinds.take(arr, mode="clip")
-        elif arr.dtype.itemsize >= 8:
-            kinds = self._kinds.take(np.minimum(arr, self._vocab_size), mode="clip")
+        elif arr.dtype.itemsize >= 8:  # (a max, not a clipped copy: no 8 bytes per id)
+            kinds = None if arr.max() >= self._vocab_size else self._kinds.take(arr, mode="clip")
         else:
             kinds = self._kinds.take(arr, mode="clip")
         if kinds is None:
@@ -907,6 +907,14 @@ class StreamParser:
         bounds: list[int] = ends[cuts].tolist() if cuts else []
         bounds.append(len(data))
         cuts.append(n)
+        if (
+            byte_ends is None
+            and not self._pending
+            and len(data) <= _DECODE_CHUNK
+            and data.isascii()  # each run's text is a slice of the chunk's
+        ):
+            self._feed_text(ids, arr, cuts, tokens, bounds, data.decode("ascii"))
+            return
         base = self._pos
         prev = 0
         at = 0
@@ -926,6 +934,38 @@ class StreamParser:
                     self._on_bytes(chunk)
                 else:
                     self._decode(chunk)
+            if cut < n:
+                self._pos = base + cut
+                self._structural_token(tokens[j] if ids is None else ids[cut])
+            prev = cut + 1
+
+    def _feed_text(
+        self,
+        ids: list[int] | None,
+        arr: np.ndarray,
+        cuts: list[int],
+        tokens: list[int],
+        bounds: list[int],
+        text: str,
+    ) -> None:
+        """:meth:`_feed_joined` for ASCII text: a run's text is a slice of the chunk's
+        (what decoding the run's bytes gives)."""
+        n = len(arr)
+        base = self._pos
+        prev = 0
+        at = 0
+        for j, cut in enumerate(cuts):
+            if self._done:
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                return
+            if cut > prev:
+                self._run_start = base + prev
+                self._pos = base + cut
+                stop = bounds[j]
+                if stop > at:
+                    self._on_text(text[at:stop])
+                    at = stop
             if cut < n:
                 self._pos = base + cut
                 self._structural_token(tokens[j] if ids is None else ids[cut])
