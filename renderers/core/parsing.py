@@ -569,7 +569,7 @@ _ENDS_CHUNK = 1 << 16
 _SMALL_CHUNK = 48
 _DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
-_JOIN_MAX = 1 << 13  # chunks up to this many ids are joined whole (_feed_joined)
+_JOIN_MAX = 1 << 14  # chunks up to this many ids are joined whole (_feed_joined)
 
 
 class StreamParser:
