@@ -1002,7 +1002,7 @@ class _V3Parser(_DeepSeekParser):
             self._flush_pending()
             self._drafted_call(token_id, pos)
             return
-        super()._on_token(token_id, pos)
+        _DeepSeekParser._on_token(self, token_id, pos)
 
     def _drain(self) -> None:
         if self._phase == _START:

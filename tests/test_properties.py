@@ -1516,6 +1516,37 @@ def test_random_token_ids_never_crash_and_lose_no_content(spec: Spec, data: st.D
     count(f"fuzz [{spec!r}]")
 
 
+_ASCII_TEXT = st.text(
+    alphabet=st.one_of(st.characters(min_codepoint=32, max_codepoint=126), st.sampled_from("\n\t")),
+    max_size=40,
+)
+
+
+@spec_param
+@given(data=st.data())
+def test_a_batch_of_markers_and_ascii_text_parses_as_streamed(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """A batch joins its text once and hands each run on as a slice of it (of the decoded
+    text when it is all ASCII, else of the bytes): as a list, as an array and fed one token
+    at a time, markers between runs of ASCII text (typed marker spellings included) parse
+    alike, with every character kept. (The random soups are rarely all ASCII.)"""
+    r = spec.renderer()
+    structural = sorted(_structural(r))
+    pieces = st.one_of(
+        st.sampled_from(structural).map(lambda t: [t]), _ASCII_TEXT.map(r.table.encode)
+    )
+    chunks = data.draw(st.lists(pieces, min_size=10, max_size=60))
+    ids = [t for c in chunks for t in c]
+    result = check_content(spec, r, ids)
+    assert r.parse_response(np.asarray(ids)) == result
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == result
+    count(f"ascii batch [{spec!r}]")
+
+
 @spec_param
 @given(data=st.data())
 def test_parse_text_reads_a_completion_like_its_ids(spec: Spec, data: st.DataObject) -> None:

@@ -17,6 +17,7 @@ import array
 import codecs
 import json
 import re
+import struct
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -296,7 +297,8 @@ class PartAssembler:
         ``separator`` is the marker's spelling that the call's raw text joins segments
         with: it is streamed as a delta too, so a part's deltas spell its raw text.
         """
-        self._flush_held("")
+        if self._held:
+            self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
         if separator and self.events is not None:
@@ -331,7 +333,8 @@ class PartAssembler:
         if kind is None:
             return None
         self.kind = None
-        self._flush_held(strip_suffix)
+        if self._held:
+            self._flush_held(strip_suffix)
         part: Part | None
         chunks = self._chunks
         self._chunks = []  # not kept alive with the part's text
@@ -459,6 +462,7 @@ class _TokenByteEnds:
     __slots__ = (
         "_begin",
         "_blocks",
+        "_ends",
         "_first",
         "_lengths",
         "_tail_begin",
@@ -476,14 +480,17 @@ class _TokenByteEnds:
         self._tail_first = 0  # index of the token tail[0]
         self._tail_begin = 0  # byte offset where tail[0] starts
         self._blocks: list[np.ndarray | list[int]] = []
+        self._ends: list[np.ndarray | None] = []  # a block's cumulative byte ends, if known
         self._first: list[int] = []  # first token of each block
         self._begin: list[int] = []  # byte offset where each block starts
 
-    def cover(self, ids: np.ndarray, first: int) -> None:
+    def cover(self, ids: np.ndarray, first: int, ends: np.ndarray | None = None) -> None:
         """The tokens ``first, first + 1, ...`` are ``ids``, consumed next (until
-        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile."""
+        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile. ``ends`` are
+        their cumulative byte lengths when the caller has them."""
         self._freeze()
         self._blocks.append(ids)
+        self._ends.append(ends)
         self._first.append(first)
         self._begin.append(self.seen)
         self.covered = True
@@ -502,6 +509,7 @@ class _TokenByteEnds:
         tail = self.tail
         if tail:
             self._blocks.append(tail)
+            self._ends.append(None)
             self._first.append(self._tail_first)
             self._begin.append(self._tail_begin)
             self._tail_first += len(tail)
@@ -523,6 +531,11 @@ class _TokenByteEnds:
             # Summed a chunk at a time: a long block never needs a whole array of ends.
             base = self._begin[b]
             size = min(len(self._blocks[b]), count - self._first[b])
+            known = self._ends[b]
+            if known is not None:
+                if size > 0 and base + int(known[size - 1]) > offset:
+                    k = self._first[b] + int(known[:size].searchsorted(offset - base, "right"))
+                return max(0, min(k, count - 1))
             for start in range(0, size, _ENDS_CHUNK):
                 ends = np.cumsum(self._lengths_of(b, start, min(size, start + _ENDS_CHUNK)))
                 if base + int(ends[-1]) > offset:
@@ -542,6 +555,9 @@ class _TokenByteEnds:
         b = bisect_right(self._first, k) - 1
         end = self._begin[b]
         stop = k - self._first[b] + 1
+        known = self._ends[b]
+        if known is not None:
+            return end + int(known[stop - 1])
         for start in range(0, stop, _ENDS_CHUNK):
             end += int(self._lengths_of(b, start, min(stop, start + _ENDS_CHUNK)).sum())
         return end
@@ -553,6 +569,7 @@ _ENDS_CHUNK = 1 << 16
 _SMALL_CHUNK = 48
 _DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
+_JOIN_MAX = 1 << 14  # chunks up to this many ids are joined whole (_feed_joined)
 
 
 class StreamParser:
@@ -596,11 +613,9 @@ class StreamParser:
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        self._byte_ends = (
-            _TokenByteEnds(_text_lengths(table, self._structural, self._kinds))
-            if byte_offsets
-            else None
-        )
+        self._text_len = _text_lengths(table, self._structural, self._kinds)
+        self._text_stops = _text_stops(table, self._structural, self._text_len)
+        self._byte_ends = _TokenByteEnds(self._text_len) if byte_offsets else None
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -816,8 +831,11 @@ class StreamParser:
         if arr is None:
             assert ids is not None
             try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
-                arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
-            except (OverflowError, TypeError, ValueError):
+                if len(ids) <= _JOIN_MAX:  # struct packs short lists faster than array
+                    arr = np.frombuffer(struct.pack(f"{len(ids)}q", *ids), dtype=np.int64)
+                else:
+                    arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
+            except (OverflowError, TypeError, ValueError, struct.error):
                 self._table.check_ids(ids, self._pos)
                 raise ValueError("token_ids: expected integers") from None
         elif arr.dtype.kind not in "iu":
@@ -826,24 +844,28 @@ class StreamParser:
         if arr.ndim != 1:
             raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
         n = len(arr)
-        # One lookup checks every id and finds the structural ones (NumPy reads a negative
-        # index, or a uint64 one beyond int64, from the end: those are checked apart).
+        # One lookup checks every id and finds the structural ones: ids beyond the
+        # vocabulary are clipped to the table's last entry (not a token). NumPy would read a
+        # negative index, or a uint64 one beyond int64, from the end: those are kept apart.
         if arr.dtype.kind == "i":
-            wraps = bool(arr.min() < 0)
+            kinds = None if arr.min() < 0 else self._kinds.take(arr, mode="clip")
+        elif arr.dtype.itemsize >= 8:  # (a max, not a clipped copy: no 8 bytes per id)
+            kinds = None if arr.max() >= self._vocab_size else self._kinds.take(arr, mode="clip")
         else:
-            wraps = arr.dtype.itemsize >= 8 and bool(arr.max() >= self._vocab_size)
-        try:
-            kinds = None if wraps else self._kinds[arr]
-        except IndexError:
-            kinds = None
+            kinds = self._kinds.take(arr, mode="clip")
         if kinds is None:
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
             raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
-        cuts: list[int] = np.flatnonzero(kinds).tolist()
-        if cuts and kinds[cuts].max() == _NOT_A_TOKEN:
+        cuts: list[int] = kinds.nonzero()[0].tolist()
+        tokens: list[int] = arr[cuts].tolist()
+        if not self._structural.issuperset(tokens):  # ids that are no token
             self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
-        tokens: list[int] = arr[cuts].tolist() if ids is None else []
         byte_ends = self._byte_ends
+        if n <= _JOIN_MAX:
+            self._feed_joined(ids, arr, cuts, tokens)
+            if byte_ends is not None:
+                byte_ends.uncover(self._pos, ids is None and not self._one_shot)
+            return
         if byte_ends is not None:
             byte_ends.cover(arr, self._pos)
         base = self._pos
@@ -867,6 +889,88 @@ class StreamParser:
         if byte_ends is not None:
             byte_ends.uncover(self._pos, ids is None and not self._one_shot)
 
+    def _feed_joined(
+        self, ids: list[int] | None, arr: np.ndarray, cuts: list[int], tokens: list[int]
+    ) -> None:
+        """The rest of :meth:`_feed_large` for a chunk of up to ``_JOIN_MAX`` ids: the
+        ordinary text of the whole chunk is joined once (structural ids count no bytes)
+        and each run between structural ids is a slice of it."""
+        n = len(arr)
+        lengths = self._text_len[arr]
+        ends = lengths.cumsum()
+        # Byte k of the text is flat[stops[id] - ends[i] + k] for the token i holding it.
+        offsets = self._text_stops[arr] - ends
+        data = self._table.gather_bytes(offsets, int(ends[-1]) if n else 0, lengths)
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            byte_ends.cover(arr, self._pos, ends)
+        bounds: list[int] = ends[cuts].tolist() if cuts else []
+        bounds.append(len(data))
+        cuts.append(n)
+        if (
+            byte_ends is None
+            and not self._pending
+            and len(data) <= _DECODE_CHUNK
+            and data.isascii()  # each run's text is a slice of the chunk's
+        ):
+            self._feed_text(ids, arr, cuts, tokens, bounds, data.decode("ascii"))
+            return
+        base = self._pos
+        prev = 0
+        at = 0
+        for j, cut in enumerate(cuts):
+            if self._done:
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                return
+            if cut > prev:
+                self._run_start = base + prev
+                self._pos = base + cut
+                stop = bounds[j]
+                chunk = data[at:stop]
+                at = stop
+                if byte_ends is not None:
+                    byte_ends.seen += len(chunk)
+                    self._on_bytes(chunk)
+                else:
+                    self._decode(chunk)
+            if cut < n:
+                self._pos = base + cut
+                self._structural_token(tokens[j] if ids is None else ids[cut])
+            prev = cut + 1
+
+    def _feed_text(
+        self,
+        ids: list[int] | None,
+        arr: np.ndarray,
+        cuts: list[int],
+        tokens: list[int],
+        bounds: list[int],
+        text: str,
+    ) -> None:
+        """:meth:`_feed_joined` for ASCII text: a run's text is a slice of the chunk's
+        (what decoding the run's bytes gives)."""
+        n = len(arr)
+        base = self._pos
+        prev = 0
+        at = 0
+        for j, cut in enumerate(cuts):
+            if self._done:
+                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._pos = base + n
+                return
+            if cut > prev:
+                self._run_start = base + prev
+                self._pos = base + cut
+                stop = bounds[j]
+                if stop > at:
+                    self._on_text(text[at:stop])
+                    at = stop
+            if cut < n:
+                self._pos = base + cut
+                self._structural_token(tokens[j] if ids is None else ids[cut])
+            prev = cut + 1
+
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
         byte offsets computed with NumPy."""
@@ -881,9 +985,9 @@ class StreamParser:
 
     def _structural_token(self, t: int) -> None:
         pos = self._pos
-        self._flush_pending()
-        self._pos = pos + 1
-        self._run_start = self._pos
+        if self._pending:
+            self._flush_pending()
+        self._pos = self._run_start = pos + 1
         byte_ends = self._byte_ends
         if byte_ends is not None and not byte_ends.covered:
             byte_ends.tail.append(t)
@@ -955,12 +1059,13 @@ _STRUCTURAL, _NOT_A_TOKEN = 1, 2
 
 def _token_kinds(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
     """Per id: 0 for ordinary text, ``_STRUCTURAL`` for ``ids``, ``_NOT_A_TOKEN`` for ids
-    no token has."""
+    no token has, and one more entry, ``_NOT_A_TOKEN``, past the vocabulary."""
     key = (id(table), ids)
     kinds = _KINDS.get(key)
     if kinds is None:
         kinds = np.where(table.valid_array, 0, _NOT_A_TOKEN).astype(np.int8)
         kinds[list(ids)] = _STRUCTURAL
+        kinds = np.append(kinds, np.int8(_NOT_A_TOKEN))  # where larger ids are clipped to
         kinds.flags.writeable = False
         if len(_KINDS) > 256:
             _KINDS.clear()
@@ -976,12 +1081,29 @@ def _text_lengths(table: TokenTable, ids: frozenset[int], kinds: np.ndarray) -> 
     key = (id(table), ids)
     lengths = _TEXT_LENGTHS.get(key)
     if lengths is None:
-        lengths = np.where(kinds == _STRUCTURAL, 0, table.length_array)
+        lengths = np.where(kinds[:-1] == _STRUCTURAL, 0, table.length_array)
         lengths.flags.writeable = False
         if len(_TEXT_LENGTHS) > 64:
             _TEXT_LENGTHS.clear()
         _TEXT_LENGTHS[key] = lengths
     return lengths
+
+
+_TEXT_STOPS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+
+
+def _text_stops(table: TokenTable, ids: frozenset[int], lengths: np.ndarray) -> np.ndarray:
+    """Where the ordinary text of every id ends in the table's flat bytes (for the
+    structural ``ids``, which have none: where their bytes start)."""
+    key = (id(table), ids)
+    stops = _TEXT_STOPS.get(key)
+    if stops is None:
+        stops = table.start_array + lengths
+        stops.flags.writeable = False
+        if len(_TEXT_STOPS) > 64:
+            _TEXT_STOPS.clear()
+        _TEXT_STOPS[key] = stops
+    return stops
 
 
 _CONTROL_PATTERNS: weakref.WeakKeyDictionary[TokenTable, re.Pattern[str] | None] = (

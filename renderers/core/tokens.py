@@ -220,6 +220,19 @@ class TokenTable:
             pieces.append(self._flat_bytes[index].tobytes())
         return b"".join(pieces)
 
+    def gather_bytes(self, offsets: np.ndarray, total: int, lengths: np.ndarray) -> bytes:
+        """``total`` bytes of the flat table: ``lengths[i]`` of them (which add up to
+        ``total``) for each ``i``, byte ``k`` of the result being ``k + offsets[i]``."""
+        index = offsets.repeat(lengths)
+        index += _ARANGE[:total] if total <= len(_ARANGE) else np.arange(total)
+        data: bytes = self._flat_bytes[index].tobytes()
+        return data
+
+    @property
+    def start_array(self) -> np.ndarray:
+        """Where each token's bytes start in the table's flat bytes."""
+        return self._starts
+
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
         self.check_ids(ids)
@@ -227,6 +240,8 @@ class TokenTable:
 
 
 _GATHER_CHUNK = 1 << 15
+_ARANGE = np.arange(1 << 15)  # the offsets within a gather, for short ones
+_ARANGE.flags.writeable = False
 _INTERIM_SECONDS = 0.1
 
 
