@@ -640,6 +640,11 @@ class _KimiK2Parser(StreamParser):
     def _text_ok(self, data: bytes) -> bool:
         return self._scanner.pass_through(data)  # every marker starts with "<"
 
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        # Text inside the section is reported (_on_text); elsewhere it is written as it
+        # comes once it passes the scanner (which counts every byte, so always that one).
+        return self._state != _SECTION, self._scanner
+
     def _on_bytes(self, data: bytes) -> None:
         scanner = self._scanner
         if scanner.pass_through(data):

@@ -179,12 +179,14 @@ class PartAssembler:
     __slots__ = (
         "_channel",
         "_chunks",
+        "_deltas",
         "_explicit",
         "_held",
         "_holdback",
         "_index",
         "_prefix",
         "_segments",
+        "_sink",
         "_start",
         "events",
         "kind",
@@ -206,6 +208,19 @@ class PartAssembler:
         self._held = ""
         self._chunks: list[str] = []
         self._segments: list[str] = []
+        # The open part's chunks while a write of text that does not end in a holdback
+        # character only appends to them (the part began, no prefix to strip, nothing
+        # held back), else None: the one check of the streaming fast path.
+        self._sink: list[str] | None = None
+        # The open part's deltas by text, for one-token writes (a delta is immutable, and
+        # building one costs more than the rest of a token's path).
+        self._deltas: dict[str, TextDelta] = {}
+
+    def _update_sink(self) -> None:
+        if self.kind is not None and self._index >= 0 and not self._prefix and not self._held:
+            self._sink = self._chunks
+        else:
+            self._sink = None
 
     def open(
         self,
@@ -232,6 +247,7 @@ class PartAssembler:
         self._chunks = []
         self._segments = []
         self._index = -1
+        self._sink = None
         if kind == TOOL_CALL:
             self._begin()
 
@@ -244,6 +260,9 @@ class PartAssembler:
         self._index = len(self.parts)
         self.parts.append(None)
         self.spans.append((self._start, self._start))
+        if self._deltas:
+            self._deltas = {}
+        self._update_sink()
         if self.events is not None:
             self.events.append(PartStarted(self._index, self.kind or TEXT))
 
@@ -262,6 +281,36 @@ class PartAssembler:
         """Add text to the open region."""
         if not text:
             return
+        sink = self._sink
+        if sink is None:
+            held = self._held
+            if not held or self._index < 0:  # (text is held only once a prefix is stripped)
+                self._write(text)
+                self._update_sink()
+                return
+            text = held + text  # the part began; only text held back goes first
+            self._held = ""
+            sink = self._sink = self._chunks
+        if text[-1] in self._holdback:
+            holdback = self._holdback
+            k = min(len(text), len(holdback))
+            while k and not holdback.startswith(text[-k:]):
+                k -= 1
+            if k:
+                self._held = text[-k:]
+                self._sink = None
+                text = text[:-k]
+                if not text:
+                    return
+        sink.append(text)
+        events = self.events
+        if events is not None:
+            delta = _new_object(TextDelta)
+            _set_delta_index(delta, self._index)
+            _set_delta_text(delta, text)
+            events.append(delta)
+
+    def _write(self, text: str) -> None:
         if self._prefix:
             prefix = self._prefix
             n = 0
@@ -299,6 +348,7 @@ class PartAssembler:
         self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
+        self._update_sink()
         if separator and self.events is not None:
             if self._index < 0:
                 self._begin()
@@ -312,6 +362,7 @@ class PartAssembler:
                 held = held[: -len(strip_suffix)]
             if held:
                 self._emit(held)
+            self._update_sink()
 
     def close(
         self,
@@ -332,6 +383,7 @@ class PartAssembler:
             return None
         self.kind = None
         self._flush_held(strip_suffix)
+        self._sink = None
         part: Part | None
         chunks = self._chunks
         self._chunks = []  # not kept alive with the part's text
@@ -395,7 +447,7 @@ class MarkerScanner:
         self._buf = b""
         self._offset = 0  # absolute byte offset of _buf[0] in the text stream
 
-    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:
+    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:  # see _MARKER_START
         """Account for ``data`` without scanning it when nothing is held back and no marker
         can start in it (every marker starts with ``first``); ``False`` means push it."""
         if self._buf or first in data:
@@ -584,7 +636,13 @@ class StreamParser:
         self._eos_ids = frozenset(eos_ids)
         self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
         self._kinds = _token_kinds(table, self._structural)
+        self._plain = _plain_texts(table, self._structural)
         self.asm = PartAssembler(events)
+        # Whether a one-token feed of ordinary text may write it to the assembler itself
+        # (see _writes_through), and the scanner it must pass first: decided after every
+        # other feed, so the first one never takes that path.
+        self._direct = False
+        self._gate: MarkerScanner | None = None
         self._decoder: codecs.IncrementalDecoder | None = None
         self._pending = False
         self._pos = 0
@@ -619,6 +677,14 @@ class StreamParser:
     def _on_bytes(self, data: bytes) -> None:
         """Formats with ``byte_offsets`` may override this to see raw bytes instead."""
         self._decode(data)
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        """Whether, in the format's state now, the text of an ordinary token goes unchanged
+        to ``self.asm.write`` (so :meth:`feed` writes a one-token feed's text itself, without
+        :meth:`_on_bytes` and :meth:`_on_text`); formats with ``byte_offsets`` also name the
+        scanner whose :meth:`MarkerScanner.pass_through` the token's bytes must pass first.
+        Asked after every feed that did not take that path."""
+        return _NOT_THROUGH
 
     def _text_ok(self, data: bytes) -> bool:
         """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
@@ -711,6 +777,56 @@ class StreamParser:
 
     def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         """Consume more sampled token ids; returns the events they produced."""
+        if self._direct and type(token_ids) is list and len(token_ids) == 1:
+            # The streaming hot path: one ordinary token of complete UTF-8 text that the
+            # format writes unchanged into the open part.
+            t = token_ids[0]
+            if type(t) is int and 0 <= t < self._vocab_size:
+                text = self._plain[t]
+                if text is not None:
+                    byte_ends = self._byte_ends
+                    if byte_ends is not None:
+                        data = self._id_bytes[t]
+                        gate = self._gate
+                        if gate is not None:
+                            if gate._buf or _MARKER_START in text:
+                                return self._feed_other(token_ids)
+                            gate._offset += len(data)
+                        byte_ends.seen += len(data)
+                        byte_ends.tail.append(t)
+                    self._pos += 1
+                    asm = self.asm
+                    sink = asm._sink
+                    if sink is not None and text[-1] not in asm._holdback:
+                        sink.append(text)
+                        if asm.events is None:
+                            return []
+                        delta = asm._deltas.get(text)
+                        if delta is None:
+                            delta = _new_object(TextDelta)
+                            _set_delta_index(delta, asm._index)
+                            _set_delta_text(delta, text)
+                            asm._deltas[text] = delta
+                        return [delta]
+                    if asm.events is None:
+                        asm.write(text)
+                        return []
+                    events = asm.events = []
+                    asm.write(text)
+                    return events
+        return self._feed_other(token_ids)
+
+    def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
+        self._direct = False  # until the format says so again (not if _feed raises)
+        events = self._feed(token_ids)
+        if self._pending or self._done or self._finished:
+            self._direct = False
+        else:
+            self._direct, self._gate = self._writes_through()
+        return events
+
+    def _feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
+        """:meth:`feed` off its hot path."""
         asm = self.asm
         if asm.events is not None:
             asm.events = []
@@ -907,6 +1023,7 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("finish() called twice")
         self._finished = True
+        self._direct = False
         if self.asm.events is not None:
             self.asm.events = []
         self._flush_pending()
@@ -947,6 +1064,34 @@ class StreamParser:
         if trailing:  # decoded when read
             _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
         return result
+
+
+_NOT_THROUGH: tuple[bool, MarkerScanner | None] = (False, None)
+# Every marker a MarkerScanner finds starts with it (a token's text holds it if and only if
+# its bytes do: the text is their complete decoding; a str is searched much faster).
+_MARKER_START = "<"
+
+_PLAIN: weakref.WeakKeyDictionary[TokenTable, dict[frozenset[int], list[str | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plain_texts(table: TokenTable, ids: frozenset[int]) -> list[str | None]:
+    """Per id: the text of a token that is ordinary text (not one of ``ids``), complete
+    UTF-8 and not empty, else ``None``: one lookup tells a one-token feed it is plain."""
+    by_ids = _PLAIN.get(table)
+    if by_ids is None:
+        by_ids = _PLAIN[table] = {}
+    texts = by_ids.get(ids)
+    if texts is None:
+        texts = [s or None for s in table.id_to_str]
+        for t in ids:
+            if 0 <= t < len(texts):
+                texts[t] = None
+        if len(by_ids) > 64:
+            by_ids.clear()
+        by_ids[ids] = texts
+    return texts
 
 
 _KINDS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
