@@ -165,6 +165,16 @@ ToolCallBuilder: TypeAlias = Callable[[list[str], bool], Part]
 """Turns a tool-call region's raw segments into a part; the flag says it was cut off."""
 
 
+# Deltas are immutable, and building one costs more than the rest of a token's path, so
+# the deltas of short texts (a token's or two) are kept and returned again, by part index
+# and text, across parsers: a stream mostly repeats tokens other streams had. Bounded:
+# parts from _KEPT_PARTS on, and texts beyond _KEPT_TEXTS per part index, get new ones.
+_SHORT = 64
+_KEPT_PARTS = 8
+_KEPT_TEXTS = 4096
+_KEPT_DELTAS: list[dict[str, TextDelta]] = [{} for _ in range(_KEPT_PARTS)]
+
+
 class PartAssembler:
     """Builds the ordered parts of one message from regions of text.
 
@@ -212,9 +222,8 @@ class PartAssembler:
         # character only appends to them (the part began, no prefix to strip, nothing
         # held back), else None: the one check of the streaming fast path.
         self._sink: list[str] | None = None
-        # The open part's deltas by text, for one-token writes (a delta is immutable, and
-        # building one costs more than the rest of a token's path).
-        self._deltas: dict[str, TextDelta] = {}
+        # The kept deltas of the open part's index (see _KEPT_DELTAS).
+        self._deltas: dict[str, TextDelta] = _KEPT_DELTAS[0]
 
     def _update_sink(self) -> None:
         if self.kind is not None and self._index >= 0 and not self._prefix and not self._held:
@@ -260,8 +269,8 @@ class PartAssembler:
         self._index = len(self.parts)
         self.parts.append(None)
         self.spans.append((self._start, self._start))
-        if self._deltas:
-            self._deltas = {}
+        index = self._index
+        self._deltas = _KEPT_DELTAS[index] if index < _KEPT_PARTS else {}
         self._update_sink()
         if self.events is not None:
             self.events.append(PartStarted(self._index, self.kind or TEXT))
@@ -291,11 +300,16 @@ class PartAssembler:
             text = held + text  # the part began; only text held back goes first
             self._held = ""
             sink = self._sink = self._chunks
-        if text[-1] in self._holdback:
-            holdback = self._holdback
-            k = min(len(text), len(holdback))
-            while k and not holdback.startswith(text[-k:]):
-                k -= 1
+        holdback = self._holdback
+        if text[-1] in holdback:
+            # The longest tail of the text that begins the holdback (a one-character
+            # holdback: that character).
+            if len(holdback) == 1:
+                k = 1
+            else:
+                k = min(len(text), len(holdback))
+                while k and not holdback.startswith(text[-k:]):
+                    k -= 1
             if k:
                 self._held = text[-k:]
                 self._sink = None
@@ -305,10 +319,23 @@ class PartAssembler:
         sink.append(text)
         events = self.events
         if events is not None:
-            delta = _new_object(TextDelta)
-            _set_delta_index(delta, self._index)
-            _set_delta_text(delta, text)
-            events.append(delta)
+            if len(text) <= _SHORT:
+                events.append(self._deltas.get(text) or self._delta(text))
+            else:
+                delta = _new_object(TextDelta)
+                _set_delta_index(delta, self._index)
+                _set_delta_text(delta, text)
+                events.append(delta)
+
+    def _delta(self, text: str) -> TextDelta:
+        """A new delta of the open part's ``text``, kept (see _KEPT_DELTAS)."""
+        delta = _new_object(TextDelta)
+        _set_delta_index(delta, self._index)
+        _set_delta_text(delta, text)
+        deltas = self._deltas
+        if len(deltas) < _KEPT_TEXTS:
+            deltas[text] = delta
+        return delta
 
     def _write(self, text: str) -> None:
         if self._prefix:
@@ -786,13 +813,13 @@ class StreamParser:
                 if text is not None:
                     byte_ends = self._byte_ends
                     if byte_ends is not None:
-                        data = self._id_bytes[t]
+                        n = len(self._id_bytes[t])
                         gate = self._gate
                         if gate is not None:
                             if gate._buf or _MARKER_START in text:
                                 return self._feed_other(token_ids)
-                            gate._offset += len(data)
-                        byte_ends.seen += len(data)
+                            gate._offset += n
+                        byte_ends.seen += n
                         byte_ends.tail.append(t)
                     self._pos += 1
                     asm = self.asm
@@ -803,10 +830,7 @@ class StreamParser:
                             return []
                         delta = asm._deltas.get(text)
                         if delta is None:
-                            delta = _new_object(TextDelta)
-                            _set_delta_index(delta, asm._index)
-                            _set_delta_text(delta, text)
-                            asm._deltas[text] = delta
+                            delta = asm._delta(text)
                         return [delta]
                     if asm.events is None:
                         asm.write(text)
