@@ -947,7 +947,7 @@ class _V3Parser(_DeepSeekParser):
         )
         self._phase = _START
         self._head = b""
-        self._scanner = MarkerScanner()
+        self._scanner = self._new_scanner()
         self.asm.open(TEXT, 0)
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
@@ -988,12 +988,13 @@ class _V3Parser(_DeepSeekParser):
         scanner = self._scanner
         if data:
             scanner.push(data)
-        text, marker, end = scanner.next((_THINK_END_BYTES,))
+        text, marker = scanner.next((_THINK_END_BYTES,))
         if text:
             self._decode(text)
         if marker is None:
             return
         self._flush_pending()
+        end = scanner.offset
         last = self._token_at_byte(end - 1)
         start = last + 1 if self._byte_end(last) == end else last
         self.asm.close(last + 1, strip_suffix="\n")

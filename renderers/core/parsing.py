@@ -468,27 +468,32 @@ class MarkerScanner:
     inside a multi-byte character because UTF-8 is self-synchronising.
     """
 
-    __slots__ = ("_buf", "_offset")
+    __slots__ = ("_buf", "_ends", "_offset")
 
-    def __init__(self) -> None:
+    def __init__(self, ends: _TokenByteEnds | None = None) -> None:
         self._buf = b""
         self._offset = 0  # absolute byte offset of _buf[0] in the text stream
+        # A parser's byte ends, which count every byte of the text stream: the offset
+        # comes from them instead (every byte must reach the scanner, pushed or passed
+        # through, before the offset is read).
+        self._ends = ends
 
     def pass_through(self, data: bytes, first: bytes = b"<") -> bool:  # see _MARKER_START
         """Account for ``data`` without scanning it when nothing is held back and no marker
         can start in it (every marker starts with ``first``); ``False`` means push it."""
-        if self._buf or first in data:
+        if self._buf or first[0] in data:  # (an int is found in bytes much faster)
             return False
-        self._offset += len(data)
+        if self._ends is None:
+            self._offset += len(data)
         return True
 
     def push(self, data: bytes) -> None:
         """Append bytes of ordinary text."""
         self._buf = self._buf + data if self._buf else data
 
-    def next(self, markers: Sequence[bytes]) -> tuple[bytes, bytes | None, int]:
-        """The text before the first marker, the marker (or ``None``), and the absolute
-        byte offset just after the returned text and marker.
+    def next(self, markers: Sequence[bytes]) -> tuple[bytes, bytes | None]:
+        """The text before the first marker and the marker (or ``None``); :attr:`offset`
+        is then just after them.
 
         Without a marker, the returned text excludes a held-back tail that is a proper
         prefix of some marker; call again after the next :meth:`push`.
@@ -503,8 +508,9 @@ class MarkerScanner:
         if hit is not None:
             cut = best + len(hit)
             self._buf = buf[cut:]
-            self._offset += cut
-            return buf[:best], hit, self._offset
+            if self._ends is None:
+                self._offset += cut
+            return buf[:best], hit
         keep = 0
         for m in markers:
             k = min(len(m) - 1, len(buf))
@@ -513,14 +519,24 @@ class MarkerScanner:
             keep = max(keep, k)
         cut = len(buf) - keep
         self._buf = buf[cut:]
-        self._offset += cut
-        return buf[:cut], None, self._offset
+        if self._ends is None:
+            self._offset += cut
+        return buf[:cut], None
+
+    @property
+    def offset(self) -> int:
+        """The absolute byte offset of the bytes held back: just after what :meth:`next`
+        or :meth:`flush` returned last."""
+        if self._ends is not None:
+            return self._ends.seen - len(self._buf)
+        return self._offset
 
     def flush(self) -> bytes:
         """Release everything held back (at the end of a run of text)."""
         buf = self._buf
         self._buf = b""
-        self._offset += len(buf)
+        if self._ends is None:
+            self._offset += len(buf)
         return buf
 
 
@@ -529,27 +545,30 @@ class _TokenByteEnds:
     to tokens exactly: which token holds a byte, and where a token's bytes end.
 
     Nothing is computed per token while parsing: the ids are kept (a batch as the array the
-    parser scans, tokens fed a few at a time appended to ``tail``) with the byte count so
-    far, and a block's byte lengths are summed only when a marker asks about it.
-    Structural tokens are kept too and count zero bytes (their spelling is not ordinary
-    text). Queries name ``count``, the number of tokens consumed so far.
+    parser scans, tokens fed a few at a time appended to ``tail``), and byte lengths are
+    summed only when asked: a block's when a marker asks about it, the tail's when the byte
+    count so far (:attr:`seen`) is read (a streamed token costs one append). Structural
+    tokens are kept too and count zero bytes (their spelling is not ordinary text).
+    Queries name ``count``, the number of tokens consumed so far.
     """
 
     __slots__ = (
         "_begin",
         "_blocks",
+        "_counted",
         "_first",
         "_lengths",
+        "_seen",
         "_tail_begin",
         "_tail_first",
         "covered",
-        "seen",
         "tail",
     )
 
     def __init__(self, lengths: np.ndarray) -> None:
         self._lengths = lengths  # byte length of every id, zero for structural ids
-        self.seen = 0  # bytes so far: the end of the latest token
+        self._seen = 0  # bytes up to the end of tail[_counted - 1] (or of the last block)
+        self._counted = 0
         self.tail: list[int] = []  # ids of the tokens after the last block
         self.covered = False  # the tokens being consumed are in a block already
         self._tail_first = 0  # index of the token tail[0]
@@ -558,9 +577,24 @@ class _TokenByteEnds:
         self._first: list[int] = []  # first token of each block
         self._begin: list[int] = []  # byte offset where each block starts
 
+    @property
+    def seen(self) -> int:
+        """Bytes so far: the end of the latest token."""
+        tail = self.tail
+        counted = self._counted
+        if counted < len(tail):
+            self._seen += int(self._lengths[tail[counted:]].sum())
+            self._counted = len(tail)
+        return self._seen
+
+    def consumed(self, size: int) -> None:
+        """``size`` more bytes of covered tokens were consumed."""
+        self._seen += size
+
     def cover(self, ids: np.ndarray, first: int) -> None:
         """The tokens ``first, first + 1, ...`` are ``ids``, consumed next (until
-        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile."""
+        :meth:`uncover`): only the byte count is kept up to date meanwhile
+        (:meth:`consumed`)."""
         self._freeze()
         self._blocks.append(ids)
         self._first.append(first)
@@ -586,6 +620,7 @@ class _TokenByteEnds:
             self._tail_first += len(tail)
             self._tail_begin = self.seen
             self.tail = []
+            self._counted = 0
 
     def _lengths_of(self, b: int, start: int, stop: int) -> np.ndarray:
         chunk = self._blocks[b][start:stop]
@@ -709,9 +744,16 @@ class StreamParser:
         """Whether, in the format's state now, the text of an ordinary token goes unchanged
         to ``self.asm.write`` (so :meth:`feed` writes a one-token feed's text itself, without
         :meth:`_on_bytes` and :meth:`_on_text`); formats with ``byte_offsets`` also name the
-        scanner whose :meth:`MarkerScanner.pass_through` the token's bytes must pass first.
-        Asked after every feed that did not take that path."""
+        scanner (from :meth:`_new_scanner`) whose :meth:`MarkerScanner.pass_through` the
+        token's bytes must pass first. Asked after every feed that did not take that path."""
         return _NOT_THROUGH
+
+    def _new_scanner(self) -> MarkerScanner:
+        """A scanner of this parser's ordinary text (``byte_offsets``), counting bytes by
+        the parser's: every ordinary byte must reach it (pushed or passed through) before
+        it is asked for the next marker."""
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return MarkerScanner(self._byte_ends)
 
     def _text_ok(self, data: bytes) -> bool:
         """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
@@ -813,14 +855,10 @@ class StreamParser:
                 if text is not None:
                     byte_ends = self._byte_ends
                     if byte_ends is not None:
-                        n = len(self._id_bytes[t])
-                        gate = self._gate
-                        if gate is not None:
-                            if gate._buf or _MARKER_START in text:
-                                return self._feed_other(token_ids)
-                            gate._offset += n
-                        byte_ends.seen += n
-                        byte_ends.tail.append(t)
+                        gate = self._gate  # it counts bytes by byte_ends: nothing to add
+                        if gate is not None and (gate._buf or _MARKER_START in text):
+                            return self._feed_other(token_ids)
+                        byte_ends.tail.append(t)  # its bytes are counted when asked
                     self._pos += 1
                     asm = self.asm
                     sink = asm._sink
@@ -847,6 +885,8 @@ class StreamParser:
             self._direct = False
         else:
             self._direct, self._gate = self._writes_through()
+            # The hot path adds no bytes to a scanner: it must count them by ours.
+            assert self._gate is None or self._gate._ends is self._byte_ends
         return events
 
     def _feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
@@ -871,7 +911,6 @@ class StreamParser:
                         if not self._text_ok(data):
                             text = None
                         else:
-                            byte_ends.seen += len(data)
                             byte_ends.tail.append(t)
                     if text is not None:
                         self._run_start = self._pos
@@ -942,9 +981,10 @@ class StreamParser:
         id_bytes = self._id_bytes
         if byte_ends is not None:
             data = b"".join(map(id_bytes.__getitem__, run))
-            if not byte_ends.covered:
+            if byte_ends.covered:
+                byte_ends.consumed(len(data))
+            else:
                 byte_ends.tail += run
-            byte_ends.seen += len(data)
             self._on_bytes(data)
             return
         self._decode(b"".join(map(id_bytes.__getitem__, run)))
@@ -1014,7 +1054,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            self._byte_ends.seen += len(data)  # the tokens are covered (_feed_large)
+            self._byte_ends.consumed(len(data))  # the tokens are covered (_feed_large)
             self._on_bytes(data)
         else:
             self._decode(data)
