@@ -894,30 +894,36 @@ class StreamParser:
         asm = self.asm
         if asm.events is not None:
             asm.events = []
-        if type(token_ids) is list and len(token_ids) == 1 and not self._done:
-            # The streaming hot path: one ordinary token of complete UTF-8 text.
+        if (
+            type(token_ids) is list
+            and len(token_ids) == 1
+            and not self._done
+            and not self._finished
+            and type(token_ids[0]) is int
+            and 0 <= token_ids[0] < self._vocab_size
+        ):
+            # One token (what _feed_small does for it, without its checks and loop).
             t = token_ids[0]
-            if (
-                not self._pending
-                and type(t) is int
-                and t not in self._structural
-                and 0 <= t < self._vocab_size
-            ):
-                text = self._id_str[t]
-                if text is not None and not self._finished:
-                    byte_ends = self._byte_ends
-                    if byte_ends is not None:
-                        data = self._id_bytes[t]
-                        if not self._text_ok(data):
-                            text = None
-                        else:
-                            byte_ends.tail.append(t)
-                    if text is not None:
-                        self._run_start = self._pos
-                        self._pos += 1
-                        if text:
-                            self._on_text(text)
-                        return asm.events if asm.events is not None else []
+            if t in self._structural:
+                self._structural_token(t)
+                return asm.events if asm.events is not None else []
+            text = None if self._pending else self._id_str[t]
+            if text is not None:  # complete UTF-8 text: no decoding
+                byte_ends = self._byte_ends
+                if byte_ends is not None:
+                    if not self._text_ok(self._id_bytes[t]):
+                        text = None
+                    else:
+                        byte_ends.tail.append(t)
+                if text is not None:
+                    self._run_start = self._pos
+                    self._pos += 1
+                    if text:
+                        self._on_text(text)
+                    return asm.events if asm.events is not None else []
+            if self._valid[t]:
+                self._run([t])
+                return asm.events if asm.events is not None else []
         if self._finished:
             raise RuntimeError("feed() called after finish()")
         if isinstance(token_ids, np.ndarray):
