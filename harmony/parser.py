@@ -353,6 +353,11 @@ class HarmonyMachine:
         return self._state == _HEADER
 
     @property
+    def in_body(self) -> bool:
+        """Whether text now is message body (it goes to the sink's ``body`` unchanged)."""
+        return self._state == _BODY
+
+    @property
     def header_start(self) -> int:
         """The token where the current (or last) header began."""
         return self._marks[0] if self._marks else 0

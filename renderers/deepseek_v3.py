@@ -800,6 +800,9 @@ class _DeepSeekParser(StreamParser):
         self._call_tokens = frozenset((r.calls_begin, r.calls_end, r.call_begin, r.call_end, r.sep))
         self._on_text = self.asm.write  # type: ignore[method-assign]
 
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        return True, None  # text goes to the assembler as it comes
+
     def _drain(self) -> None:
         """Release text a format holds back (called before any token or the end)."""
 
@@ -944,8 +947,15 @@ class _V3Parser(_DeepSeekParser):
         )
         self._phase = _START
         self._head = b""
-        self._scanner = MarkerScanner()
+        self._scanner = self._new_scanner()
         self.asm.open(TEXT, 0)
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        phase = self._phase
+        if phase == _TEXT_PHASE:
+            return True, None
+        # In reasoning, text that cannot hold or continue "</think>" skips the scanner.
+        return phase == _THINK_PHASE, self._scanner
 
     def _text_ok(self, data: bytes) -> bool:
         phase = self._phase
@@ -978,12 +988,13 @@ class _V3Parser(_DeepSeekParser):
         scanner = self._scanner
         if data:
             scanner.push(data)
-        text, marker, end = scanner.next((_THINK_END_BYTES,))
+        text, marker = scanner.next((_THINK_END_BYTES,))
         if text:
             self._decode(text)
         if marker is None:
             return
         self._flush_pending()
+        end = scanner.offset
         last = self._token_at_byte(end - 1)
         start = last + 1 if self._byte_end(last) == end else last
         self.asm.close(last + 1, strip_suffix="\n")

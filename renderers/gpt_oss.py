@@ -119,7 +119,15 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, Event, ParseResult, StreamParser
+from renderers.core.parsing import (
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    Event,
+    MarkerScanner,
+    ParseResult,
+    StreamParser,
+)
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
@@ -759,9 +767,14 @@ class _GptOssParser(StreamParser):
         self._chunk_base = 0
         self._stash: list[int] = []
 
-    def feed(self, token_ids: Sequence[int] | np.ndarray[Any, Any]) -> list[Event]:
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        return self.machine.in_body, None  # body text goes straight to the part
+
+    def _feed(self, token_ids: Sequence[int] | np.ndarray[Any, Any]) -> list[Event]:
+        # Not on the one-token hot path, which takes ordinary text inside a body only:
+        # a header can neither begin nor continue there.
         self._chunk, self._chunk_base = token_ids, self._pos
-        events = super().feed(token_ids)
+        events = super()._feed(token_ids)
         if self.machine.in_header and not self._done:
             start, base = self.machine.header_start, self._chunk_base
             if start >= base:

@@ -619,7 +619,7 @@ class _KimiK2Parser(StreamParser):
         )
         self._r = r
         self._state = TEXT
-        self._scanner = MarkerScanner()
+        self._scanner = self._new_scanner()
         self._section_text_reported = False
         # Where the open text region of the section starts: the position of the issue for
         # text inside the section (the token that holds the text depends on how the ids
@@ -640,6 +640,11 @@ class _KimiK2Parser(StreamParser):
     def _text_ok(self, data: bytes) -> bool:
         return self._scanner.pass_through(data)  # every marker starts with "<"
 
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        # Text inside the section is reported (_on_text); elsewhere it is written as it
+        # comes once it passes the scanner (which counts every byte, so always that one).
+        return self._state != _SECTION, self._scanner
+
     def _on_bytes(self, data: bytes) -> None:
         scanner = self._scanner
         if scanner.pass_through(data):
@@ -653,12 +658,13 @@ class _KimiK2Parser(StreamParser):
                 if rest:
                     self._decode(rest)
                 return
-            before, marker, end = scanner.next(markers)
+            before, marker = scanner.next(markers)
             if before:
                 self._decode(before)
             if marker is None:
                 return
             self._flush_pending()
+            end = scanner.offset
             self._text_marker(marker, end - len(marker), end)
 
     def _flush_scanner(self) -> None:

@@ -99,6 +99,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    MarkerScanner,
     ParseResult,
     StreamParser,
     json_object_members,
@@ -552,6 +553,9 @@ class _Qwen35Parser(StreamParser):
             asm.open(THINKING, 0, holdback="\n", explicit=True)
         else:
             asm.open(TEXT, 0, holdback=_SEPARATOR)
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        return True, None  # text goes to the assembler as it comes
 
     def _on_token(self, token_id: int, pos: int) -> None:
         r = self._r

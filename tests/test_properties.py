@@ -1572,6 +1572,27 @@ def test_parse_text_reads_a_completion_like_its_ids(spec: Spec, data: st.DataObj
     count(f"parse_text [{spec!r}]")
 
 
+@spec_param
+@given(data=st.data())
+def test_one_token_feeds_give_the_events_of_the_general_path(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """A one-token list takes the streaming hot path (the token's text written into the
+    open part by ``feed`` itself); the same token in a tuple takes the general path (runs
+    decoded and handed to the format). Every feed returns the same events either way."""
+    r = spec.renderer()
+    if data.draw(st.booleans()):
+        ids = data.draw(_token_soup(r))
+    else:
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    hot, general = r.stream_parser(), r.stream_parser()
+    for k, t in enumerate(ids):
+        assert hot.feed([t]) == general.feed((t,)), (k, t)
+    assert hot.finish() == general.finish()
+    assert hot.final_events == general.final_events
+    count(f"one-token feeds [{spec!r}]")
+
+
 def _part_deltas(r: Renderer, ids: list[int], size: int) -> tuple[ParseResult, dict[int, str]]:
     """The result of streaming ``ids`` in chunks of ``size`` and each part's deltas joined."""
     parser = r.stream_parser()

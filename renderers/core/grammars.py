@@ -32,6 +32,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    MarkerScanner,
     StreamParser,
     ToolCallBuilder,
     json_object_members,
@@ -116,6 +117,9 @@ class TaggedParser(StreamParser):
             )
         else:
             asm.open(TEXT, 0, holdback=grammar.before_call)
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        return True, None  # text goes to the assembler as it comes
 
     def _build(self, segments: list[str], incomplete: bool) -> Part:
         build = self._g.build_call
@@ -365,6 +369,9 @@ class BareJsonParser(TaggedParser):
         self._held = ""  # the open text region's text while it may be a JSON call
         self._json: bool | None = None  # undecided until a non-whitespace character
         self._region_start = 0
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        return False, None  # text may be held back as a JSON call
 
     def _text(self, text: str) -> None:
         if self.asm.kind != TEXT or self._json is False:

@@ -166,6 +166,16 @@ ToolCallBuilder: TypeAlias = Callable[[list[str], bool], Part]
 """Turns a tool-call region's raw segments into a part; the flag says it was cut off."""
 
 
+# Deltas are immutable, and building one costs more than the rest of a token's path, so
+# the deltas of short texts (a token's or two) are kept and returned again, by part index
+# and text, across parsers: a stream mostly repeats tokens other streams had. Bounded:
+# parts from _KEPT_PARTS on, and texts beyond _KEPT_TEXTS per part index, get new ones.
+_SHORT = 64
+_KEPT_PARTS = 8
+_KEPT_TEXTS = 4096
+_KEPT_DELTAS: list[dict[str, TextDelta]] = [{} for _ in range(_KEPT_PARTS)]
+
+
 class PartAssembler:
     """Builds the ordered parts of one message from regions of text.
 
@@ -180,12 +190,14 @@ class PartAssembler:
     __slots__ = (
         "_channel",
         "_chunks",
+        "_deltas",
         "_explicit",
         "_held",
         "_holdback",
         "_index",
         "_prefix",
         "_segments",
+        "_sink",
         "_start",
         "events",
         "kind",
@@ -207,6 +219,18 @@ class PartAssembler:
         self._held = ""
         self._chunks: list[str] = []
         self._segments: list[str] = []
+        # The open part's chunks while a write of text that does not end in a holdback
+        # character only appends to them (the part began, no prefix to strip, nothing
+        # held back), else None: the one check of the streaming fast path.
+        self._sink: list[str] | None = None
+        # The kept deltas of the open part's index (see _KEPT_DELTAS).
+        self._deltas: dict[str, TextDelta] = _KEPT_DELTAS[0]
+
+    def _update_sink(self) -> None:
+        if self.kind is not None and self._index >= 0 and not self._prefix and not self._held:
+            self._sink = self._chunks
+        else:
+            self._sink = None
 
     def open(
         self,
@@ -233,6 +257,7 @@ class PartAssembler:
         self._chunks = []
         self._segments = []
         self._index = -1
+        self._sink = None
         if kind == TOOL_CALL:
             self._begin()
 
@@ -245,6 +270,9 @@ class PartAssembler:
         self._index = len(self.parts)
         self.parts.append(None)
         self.spans.append((self._start, self._start))
+        index = self._index
+        self._deltas = _KEPT_DELTAS[index] if index < _KEPT_PARTS else {}
+        self._update_sink()
         if self.events is not None:
             self.events.append(PartStarted(self._index, self.kind or TEXT))
 
@@ -263,6 +291,54 @@ class PartAssembler:
         """Add text to the open region."""
         if not text:
             return
+        sink = self._sink
+        if sink is None:
+            held = self._held
+            if not held or self._index < 0:  # (text is held only once a prefix is stripped)
+                self._write(text)
+                self._update_sink()
+                return
+            text = held + text  # the part began; only text held back goes first
+            self._held = ""
+            sink = self._sink = self._chunks
+        holdback = self._holdback
+        if text[-1] in holdback:
+            # The longest tail of the text that begins the holdback (a one-character
+            # holdback: that character).
+            if len(holdback) == 1:
+                k = 1
+            else:
+                k = min(len(text), len(holdback))
+                while k and not holdback.startswith(text[-k:]):
+                    k -= 1
+            if k:
+                self._held = text[-k:]
+                self._sink = None
+                text = text[:-k]
+                if not text:
+                    return
+        sink.append(text)
+        events = self.events
+        if events is not None:
+            if len(text) <= _SHORT:
+                events.append(self._deltas.get(text) or self._delta(text))
+            else:
+                delta = _new_object(TextDelta)
+                _set_delta_index(delta, self._index)
+                _set_delta_text(delta, text)
+                events.append(delta)
+
+    def _delta(self, text: str) -> TextDelta:
+        """A new delta of the open part's ``text``, kept (see _KEPT_DELTAS)."""
+        delta = _new_object(TextDelta)
+        _set_delta_index(delta, self._index)
+        _set_delta_text(delta, text)
+        deltas = self._deltas
+        if len(deltas) < _KEPT_TEXTS:
+            deltas[text] = delta
+        return delta
+
+    def _write(self, text: str) -> None:
         if self._prefix:
             prefix = self._prefix
             n = 0
@@ -301,6 +377,7 @@ class PartAssembler:
             self._flush_held("")
         self._segments.append("".join(self._chunks))
         self._chunks = []
+        self._update_sink()
         if separator and self.events is not None:
             if self._index < 0:
                 self._begin()
@@ -314,6 +391,7 @@ class PartAssembler:
                 held = held[: -len(strip_suffix)]
             if held:
                 self._emit(held)
+            self._update_sink()
 
     def close(
         self,
@@ -335,6 +413,7 @@ class PartAssembler:
         self.kind = None
         if self._held:
             self._flush_held(strip_suffix)
+        self._sink = None
         part: Part | None
         chunks = self._chunks
         self._chunks = []  # not kept alive with the part's text
@@ -392,27 +471,32 @@ class MarkerScanner:
     inside a multi-byte character because UTF-8 is self-synchronising.
     """
 
-    __slots__ = ("_buf", "_offset")
+    __slots__ = ("_buf", "_ends", "_offset")
 
-    def __init__(self) -> None:
+    def __init__(self, ends: _TokenByteEnds | None = None) -> None:
         self._buf = b""
         self._offset = 0  # absolute byte offset of _buf[0] in the text stream
+        # A parser's byte ends, which count every byte of the text stream: the offset
+        # comes from them instead (every byte must reach the scanner, pushed or passed
+        # through, before the offset is read).
+        self._ends = ends
 
-    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:
+    def pass_through(self, data: bytes, first: bytes = b"<") -> bool:  # see _MARKER_START
         """Account for ``data`` without scanning it when nothing is held back and no marker
         can start in it (every marker starts with ``first``); ``False`` means push it."""
-        if self._buf or first in data:
+        if self._buf or first[0] in data:  # (an int is found in bytes much faster)
             return False
-        self._offset += len(data)
+        if self._ends is None:
+            self._offset += len(data)
         return True
 
     def push(self, data: bytes) -> None:
         """Append bytes of ordinary text."""
         self._buf = self._buf + data if self._buf else data
 
-    def next(self, markers: Sequence[bytes]) -> tuple[bytes, bytes | None, int]:
-        """The text before the first marker, the marker (or ``None``), and the absolute
-        byte offset just after the returned text and marker.
+    def next(self, markers: Sequence[bytes]) -> tuple[bytes, bytes | None]:
+        """The text before the first marker and the marker (or ``None``); :attr:`offset`
+        is then just after them.
 
         Without a marker, the returned text excludes a held-back tail that is a proper
         prefix of some marker; call again after the next :meth:`push`.
@@ -427,8 +511,9 @@ class MarkerScanner:
         if hit is not None:
             cut = best + len(hit)
             self._buf = buf[cut:]
-            self._offset += cut
-            return buf[:best], hit, self._offset
+            if self._ends is None:
+                self._offset += cut
+            return buf[:best], hit
         keep = 0
         for m in markers:
             k = min(len(m) - 1, len(buf))
@@ -437,14 +522,24 @@ class MarkerScanner:
             keep = max(keep, k)
         cut = len(buf) - keep
         self._buf = buf[cut:]
-        self._offset += cut
-        return buf[:cut], None, self._offset
+        if self._ends is None:
+            self._offset += cut
+        return buf[:cut], None
+
+    @property
+    def offset(self) -> int:
+        """The absolute byte offset of the bytes held back: just after what :meth:`next`
+        or :meth:`flush` returned last."""
+        if self._ends is not None:
+            return self._ends.seen - len(self._buf)
+        return self._offset
 
     def flush(self) -> bytes:
         """Release everything held back (at the end of a run of text)."""
         buf = self._buf
         self._buf = b""
-        self._offset += len(buf)
+        if self._ends is None:
+            self._offset += len(buf)
         return buf
 
 
@@ -453,28 +548,31 @@ class _TokenByteEnds:
     to tokens exactly: which token holds a byte, and where a token's bytes end.
 
     Nothing is computed per token while parsing: the ids are kept (a batch as the array the
-    parser scans, tokens fed a few at a time appended to ``tail``) with the byte count so
-    far, and a block's byte lengths are summed only when a marker asks about it.
-    Structural tokens are kept too and count zero bytes (their spelling is not ordinary
-    text). Queries name ``count``, the number of tokens consumed so far.
+    parser scans, tokens fed a few at a time appended to ``tail``), and byte lengths are
+    summed only when asked: a block's when a marker asks about it, the tail's when the byte
+    count so far (:attr:`seen`) is read (a streamed token costs one append). Structural
+    tokens are kept too and count zero bytes (their spelling is not ordinary text).
+    Queries name ``count``, the number of tokens consumed so far.
     """
 
     __slots__ = (
         "_begin",
         "_blocks",
+        "_counted",
         "_ends",
         "_first",
         "_lengths",
+        "_seen",
         "_tail_begin",
         "_tail_first",
         "covered",
-        "seen",
         "tail",
     )
 
     def __init__(self, lengths: np.ndarray) -> None:
         self._lengths = lengths  # byte length of every id, zero for structural ids
-        self.seen = 0  # bytes so far: the end of the latest token
+        self._seen = 0  # bytes up to the end of tail[_counted - 1] (or of the last block)
+        self._counted = 0
         self.tail: list[int] = []  # ids of the tokens after the last block
         self.covered = False  # the tokens being consumed are in a block already
         self._tail_first = 0  # index of the token tail[0]
@@ -484,10 +582,25 @@ class _TokenByteEnds:
         self._first: list[int] = []  # first token of each block
         self._begin: list[int] = []  # byte offset where each block starts
 
+    @property
+    def seen(self) -> int:
+        """Bytes so far: the end of the latest token."""
+        tail = self.tail
+        counted = self._counted
+        if counted < len(tail):
+            self._seen += int(self._lengths[tail[counted:]].sum())
+            self._counted = len(tail)
+        return self._seen
+
+    def consumed(self, size: int) -> None:
+        """``size`` more bytes of covered tokens were consumed."""
+        self._seen += size
+
     def cover(self, ids: np.ndarray, first: int, ends: np.ndarray | None = None) -> None:
         """The tokens ``first, first + 1, ...`` are ``ids``, consumed next (until
-        :meth:`uncover`): only :attr:`seen` is kept up to date meanwhile. ``ends`` are
-        their cumulative byte lengths when the caller has them."""
+        :meth:`uncover`): only the byte count is kept up to date meanwhile
+        (:meth:`consumed`). ``ends`` are their cumulative byte lengths when the caller
+        has them."""
         self._freeze()
         self._blocks.append(ids)
         self._ends.append(ends)
@@ -515,6 +628,7 @@ class _TokenByteEnds:
             self._tail_first += len(tail)
             self._tail_begin = self.seen
             self.tail = []
+            self._counted = 0
 
     def _lengths_of(self, b: int, start: int, stop: int) -> np.ndarray:
         chunk = self._blocks[b][start:stop]
@@ -601,7 +715,13 @@ class StreamParser:
         self._eos_ids = frozenset(eos_ids)
         self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
         self._kinds = _token_kinds(table, self._structural)
+        self._plain = _plain_texts(table, self._structural)
         self.asm = PartAssembler(events)
+        # Whether a one-token feed of ordinary text may write it to the assembler itself
+        # (see _writes_through), and the scanner it must pass first: decided after every
+        # other feed, so the first one never takes that path.
+        self._direct = False
+        self._gate: MarkerScanner | None = None
         self._decoder: codecs.IncrementalDecoder | None = None
         self._pending = False
         self._pos = 0
@@ -634,6 +754,21 @@ class StreamParser:
     def _on_bytes(self, data: bytes) -> None:
         """Formats with ``byte_offsets`` may override this to see raw bytes instead."""
         self._decode(data)
+
+    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
+        """Whether, in the format's state now, the text of an ordinary token goes unchanged
+        to ``self.asm.write`` (so :meth:`feed` writes a one-token feed's text itself, without
+        :meth:`_on_bytes` and :meth:`_on_text`); formats with ``byte_offsets`` also name the
+        scanner (from :meth:`_new_scanner`) whose :meth:`MarkerScanner.pass_through` the
+        token's bytes must pass first. Asked after every feed that did not take that path."""
+        return _NOT_THROUGH
+
+    def _new_scanner(self) -> MarkerScanner:
+        """A scanner of this parser's ordinary text (``byte_offsets``), counting bytes by
+        the parser's: every ordinary byte must reach it (pushed or passed through) before
+        it is asked for the next marker."""
+        assert self._byte_ends is not None, "parser was created without byte_offsets"
+        return MarkerScanner(self._byte_ends)
 
     def _text_ok(self, data: bytes) -> bool:
         """Formats with ``byte_offsets``: whether ``data`` (one token's complete UTF-8 text)
@@ -726,34 +861,84 @@ class StreamParser:
 
     def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         """Consume more sampled token ids; returns the events they produced."""
+        if self._direct and type(token_ids) is list and len(token_ids) == 1:
+            # The streaming hot path: one ordinary token of complete UTF-8 text that the
+            # format writes unchanged into the open part.
+            t = token_ids[0]
+            if type(t) is int and 0 <= t < self._vocab_size:
+                text = self._plain[t]
+                if text is not None:
+                    byte_ends = self._byte_ends
+                    if byte_ends is not None:
+                        gate = self._gate  # it counts bytes by byte_ends: nothing to add
+                        if gate is not None and (gate._buf or _MARKER_START in text):
+                            return self._feed_other(token_ids)
+                        byte_ends.tail.append(t)  # its bytes are counted when asked
+                    self._pos += 1
+                    asm = self.asm
+                    sink = asm._sink
+                    if sink is not None and text[-1] not in asm._holdback:
+                        sink.append(text)
+                        if asm.events is None:
+                            return []
+                        delta = asm._deltas.get(text)
+                        if delta is None:
+                            delta = asm._delta(text)
+                        return [delta]
+                    if asm.events is None:
+                        asm.write(text)
+                        return []
+                    events = asm.events = []
+                    asm.write(text)
+                    return events
+        return self._feed_other(token_ids)
+
+    def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
+        self._direct = False  # until the format says so again (not if _feed raises)
+        events = self._feed(token_ids)
+        if self._pending or self._done or self._finished:
+            self._direct = False
+        else:
+            self._direct, self._gate = self._writes_through()
+            # The hot path adds no bytes to a scanner: it must count them by ours.
+            assert self._gate is None or self._gate._ends is self._byte_ends
+        return events
+
+    def _feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
+        """:meth:`feed` off its hot path."""
         asm = self.asm
         if asm.events is not None:
             asm.events = []
-        if type(token_ids) is list and len(token_ids) == 1 and not self._done:
-            # The streaming hot path: one ordinary token of complete UTF-8 text.
+        if (
+            type(token_ids) is list
+            and len(token_ids) == 1
+            and not self._done
+            and not self._finished
+            and type(token_ids[0]) is int
+            and 0 <= token_ids[0] < self._vocab_size
+        ):
+            # One token (what _feed_small does for it, without its checks and loop).
             t = token_ids[0]
-            if (
-                not self._pending
-                and type(t) is int
-                and t not in self._structural
-                and 0 <= t < self._vocab_size
-            ):
-                text = self._id_str[t]
-                if text is not None and not self._finished:
-                    byte_ends = self._byte_ends
-                    if byte_ends is not None:
-                        data = self._id_bytes[t]
-                        if not self._text_ok(data):
-                            text = None
-                        else:
-                            byte_ends.seen += len(data)
-                            byte_ends.tail.append(t)
-                    if text is not None:
-                        self._run_start = self._pos
-                        self._pos += 1
-                        if text:
-                            self._on_text(text)
-                        return asm.events if asm.events is not None else []
+            if t in self._structural:
+                self._structural_token(t)
+                return asm.events if asm.events is not None else []
+            text = None if self._pending else self._id_str[t]
+            if text is not None:  # complete UTF-8 text: no decoding
+                byte_ends = self._byte_ends
+                if byte_ends is not None:
+                    if not self._text_ok(self._id_bytes[t]):
+                        text = None
+                    else:
+                        byte_ends.tail.append(t)
+                if text is not None:
+                    self._run_start = self._pos
+                    self._pos += 1
+                    if text:
+                        self._on_text(text)
+                    return asm.events if asm.events is not None else []
+            if self._valid[t]:
+                self._run([t])
+                return asm.events if asm.events is not None else []
         if self._finished:
             raise RuntimeError("feed() called after finish()")
         if isinstance(token_ids, np.ndarray):
@@ -817,9 +1002,10 @@ class StreamParser:
         id_bytes = self._id_bytes
         if byte_ends is not None:
             data = b"".join(map(id_bytes.__getitem__, run))
-            if not byte_ends.covered:
+            if byte_ends.covered:
+                byte_ends.consumed(len(data))
+            else:
                 byte_ends.tail += run
-            byte_ends.seen += len(data)
             self._on_bytes(data)
             return
         self._decode(b"".join(map(id_bytes.__getitem__, run)))
@@ -930,7 +1116,7 @@ class StreamParser:
                 chunk = data[at:stop]
                 at = stop
                 if byte_ends is not None:
-                    byte_ends.seen += len(chunk)
+                    byte_ends.consumed(len(chunk))
                     self._on_bytes(chunk)
                 else:
                     self._decode(chunk)
@@ -978,7 +1164,7 @@ class StreamParser:
         self._pos += len(arr)
         data = self._table.join_bytes(arr)
         if self._byte_ends is not None:
-            self._byte_ends.seen += len(data)  # the tokens are covered (_feed_large)
+            self._byte_ends.consumed(len(data))  # the tokens are covered (_feed_large)
             self._on_bytes(data)
         else:
             self._decode(data)
@@ -1011,6 +1197,7 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("finish() called twice")
         self._finished = True
+        self._direct = False
         if self.asm.events is not None:
             self.asm.events = []
         self._flush_pending()
@@ -1051,6 +1238,34 @@ class StreamParser:
         if trailing:  # decoded when read
             _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
         return result
+
+
+_NOT_THROUGH: tuple[bool, MarkerScanner | None] = (False, None)
+# Every marker a MarkerScanner finds starts with it (a token's text holds it if and only if
+# its bytes do: the text is their complete decoding; a str is searched much faster).
+_MARKER_START = "<"
+
+_PLAIN: weakref.WeakKeyDictionary[TokenTable, dict[frozenset[int], list[str | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plain_texts(table: TokenTable, ids: frozenset[int]) -> list[str | None]:
+    """Per id: the text of a token that is ordinary text (not one of ``ids``), complete
+    UTF-8 and not empty, else ``None``: one lookup tells a one-token feed it is plain."""
+    by_ids = _PLAIN.get(table)
+    if by_ids is None:
+        by_ids = _PLAIN[table] = {}
+    texts = by_ids.get(ids)
+    if texts is None:
+        texts = [s or None for s in table.id_to_str]
+        for t in ids:
+            if 0 <= t < len(texts):
+                texts[t] = None
+        if len(by_ids) > 64:
+            by_ids.clear()
+        by_ids[ids] = texts
+    return texts
 
 
 _KINDS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
