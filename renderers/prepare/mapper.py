@@ -10,6 +10,7 @@ tokenizer load once each.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -149,13 +150,17 @@ class ConversationMapper:
         return f"ConversationMapper({self.renderer!r}, {self.config!r})"
 
     def warm_up(self) -> None:
-        """Build what the renderer builds on first use (its fast encoder, cached
-        declarations), so worker processes forked after this share it (a renderer
-        otherwise builds its encoder only once encoding has taken a while)."""
+        """Build and import what the first row needs (the renderer's fast encoder, cached
+        declarations, pyarrow's conversions), so worker processes forked after this share
+        it (a renderer otherwise builds its encoder only once encoding has taken a while)."""
         self.renderer.table.fast_encoding  # noqa: B018  (builds the encoder)
-        self.renderer.build_supervised_example(
-            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
-        )
+        messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+        # A whole row and its table: pyarrow imports what it converts with (pandas, when
+        # installed: half a second) on the first conversion.
+        # (Best effort: a configuration refusing this row, e.g. a tiny max_length with
+        # overflow="error", refuses it for the rows it is meant for, where it reports.)
+        with contextlib.suppress(ValueError):
+            self.table([0], [self.row(0, messages, None, False)])
 
     # -- runner entry points ------------------------------------------------------------
 
