@@ -1080,7 +1080,8 @@ class StreamParser:
     ) -> None:
         """The rest of :meth:`_feed_large` for a chunk of up to ``_JOIN_MAX`` ids: the
         ordinary text of the whole chunk is joined once (structural ids count no bytes)
-        and each run between structural ids is a slice of it."""
+        and each run between structural ids is a slice of it (of its decoded text when
+        it is ASCII: what decoding the run's bytes gives)."""
         n = len(arr)
         lengths = self._text_len[arr]
         ends = lengths.cumsum()
@@ -1093,50 +1094,29 @@ class StreamParser:
         bounds: list[int] = ends[cuts].tolist() if cuts else []
         bounds.append(len(data))
         cuts.append(n)
+        on_run: Callable[[int, int], None]
         if (
             byte_ends is None
             and not self._pending
             and len(data) <= _DECODE_CHUNK
             and data.isascii()  # each run's text is a slice of the chunk's
         ):
-            self._feed_text(ids, arr, cuts, tokens, bounds, data.decode("ascii"))
-            return
-        base = self._pos
-        prev = 0
-        at = 0
-        for j, cut in enumerate(cuts):
-            if self._done:
-                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
-                self._pos = base + n
-                return
-            if cut > prev:
-                self._run_start = base + prev
-                self._pos = base + cut
-                stop = bounds[j]
+            text = data.decode("ascii")
+
+            def on_run(at: int, stop: int) -> None:
+                if stop > at:
+                    self._on_text(text[at:stop])
+
+        else:
+
+            def on_run(at: int, stop: int) -> None:
                 chunk = data[at:stop]
-                at = stop
                 if byte_ends is not None:
                     byte_ends.consumed(len(chunk))
                     self._on_bytes(chunk)
                 else:
                     self._decode(chunk)
-            if cut < n:
-                self._pos = base + cut
-                self._structural_token(tokens[j] if ids is None else ids[cut])
-            prev = cut + 1
 
-    def _feed_text(
-        self,
-        ids: list[int] | None,
-        arr: np.ndarray,
-        cuts: list[int],
-        tokens: list[int],
-        bounds: list[int],
-        text: str,
-    ) -> None:
-        """:meth:`_feed_joined` for ASCII text: a run's text is a slice of the chunk's
-        (what decoding the run's bytes gives)."""
-        n = len(arr)
         base = self._pos
         prev = 0
         at = 0
@@ -1149,9 +1129,8 @@ class StreamParser:
                 self._run_start = base + prev
                 self._pos = base + cut
                 stop = bounds[j]
-                if stop > at:
-                    self._on_text(text[at:stop])
-                    at = stop
+                on_run(at, stop)
+                at = stop
             if cut < n:
                 self._pos = base + cut
                 self._structural_token(tokens[j] if ids is None else ids[cut])
