@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from renderers import (
@@ -45,6 +45,7 @@ from renderers import (
     UnparsedToolCallPart,
     get_renderer,
 )
+from renderers.core.grammars import _json_call, _scanned_json_call
 from renderers.core.messages import Part, coerce_messages
 from renderers.core.parsing import (
     StreamParser,
@@ -1514,6 +1515,70 @@ def test_random_token_ids_never_crash_and_lose_no_content(spec: Spec, data: st.D
         previous = cut
     assert parser.finish() == result
     count(f"fuzz [{spec!r}]")
+
+
+_JSON_WS = st.sampled_from(["", " ", "\n", "\t", "  ", "\r\n"])
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _json_call_spellings(draw: st.DrawFn) -> str:
+    """Tool-call JSON as models write it and as they get it wrong: any whitespace, key
+    order, escapes, extra or missing keys, and cut or damaged text."""
+    ascii_only = draw(st.booleans())
+    name = json.dumps(
+        draw(st.from_regex(r"[a-z_.]{1,8}", fullmatch=True) | st.text(max_size=8)),
+        ensure_ascii=ascii_only,
+    )
+    if draw(st.integers(0, 3)) == 0:  # written unescaped: control characters, quotes, \\
+        name = '"' + draw(st.text(st.characters(max_codepoint=0x7F), max_size=6)) + '"'
+    value = json.dumps(
+        draw(_JSON_VALUES), ensure_ascii=ascii_only, indent=draw(st.sampled_from([None, 2]))
+    )
+    key = draw(st.sampled_from(["arguments", "arguments", "parameters", "args", "name"]))
+    members = [
+        f'"name"{draw(_JSON_WS)}:{draw(_JSON_WS)}{name}',
+        f'"{key}"{draw(_JSON_WS)}:{draw(_JSON_WS)}{value}',
+    ]
+    if draw(st.integers(0, 3)) == 0:
+        members.reverse()
+    if draw(st.integers(0, 4)) == 0:
+        members.append(f'"extra": {value}')
+    if draw(st.integers(0, 4)) == 0:
+        members.pop(0)
+    raw = (
+        draw(_JSON_WS)
+        + "{"
+        + draw(_JSON_WS)
+        + f"{draw(_JSON_WS)},{draw(_JSON_WS)}".join(members)
+        + draw(_JSON_WS)
+        + "}"
+        + draw(_JSON_WS)
+    )
+    if draw(st.integers(0, 2)) == 0:
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + draw(st.sampled_from(["", "}", "x", '"', "\\", "\x01", " "])) + raw[at:]
+        raw = raw[: draw(st.integers(at, len(raw)))]
+    return raw
+
+
+@settings(max_examples=max(600, settings().max_examples))  # cheap; few reach the fast path
+@given(
+    raw=_json_call_spellings(), keys=st.sampled_from([("arguments",), ("arguments", "parameters")])
+)
+def test_json_tool_calls_read_on_the_fast_path_equal_the_member_scanner(
+    raw: str, keys: tuple[str, ...]
+) -> None:
+    """Well-formed calls are read by one pattern and one value parse; every spelling must
+    give the part (or the error) the general member scanner gives."""
+    assert _json_call(raw, keys) == _scanned_json_call(raw, keys)
+    count("json tool-call spellings")
 
 
 _ASCII_TEXT = st.text(

@@ -216,9 +216,34 @@ def _visible_arguments(raw: str) -> str | None:
     return match.group(1) if match else None
 
 
+# The common spelling, read without the general member scanner: ``{"name": "NAME",
+# "KEY": `` with a name and key free of escapes (JSON whitespace only, no control
+# characters), then one JSON value and the closing brace.
+_CALL_HEAD = re.compile(
+    r'[ \t\n\r]*\{[ \t\n\r]*"name"[ \t\n\r]*:[ \t\n\r]*"([^"\\\x00-\x1f]*)"'
+    r'[ \t\n\r]*,[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*'
+)
+_CALL_TAIL = re.compile(r"[ \t\n\r]*\}[ \t\n\r]*\Z")
+_VALUE = json.JSONDecoder().raw_decode
+
+
 def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
     """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
     are the raw JSON text of ARGS as sampled."""
+    head = _CALL_HEAD.match(raw)
+    if head is not None and head.group(2) in keys:
+        at = head.end()
+        try:
+            end = _VALUE(raw, at)[1]
+        except ValueError:
+            end = -1
+        if end >= 0 and _CALL_TAIL.match(raw, end):
+            return ToolCallPart(head.group(1), raw[at:end])
+    return _scanned_json_call(raw, keys)
+
+
+def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
+    """:func:`_json_call` by the general member scanner (any spelling, and the errors)."""
     try:
         members = json_object_members(raw)
     except ValueError as exc:
