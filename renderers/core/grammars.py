@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import (
@@ -73,10 +73,15 @@ class TagGrammar:
     before_call: str = ""
     """Written before a call's opening tag after text or another call (Qwen3: ``"\\n"``)."""
 
+    _structural: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
+        object.__setattr__(self, "_structural", tuple(t for t in ids if t is not None))
+
     def structural(self) -> tuple[int, ...]:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
-        ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
-        return tuple(t for t in ids if t is not None)
+        return self._structural
 
 
 class TaggedParser(StreamParser):
@@ -130,18 +135,18 @@ class TaggedParser(StreamParser):
         g = self._g
         asm = self.asm
         kind = asm.kind
-        name = self._name(token_id)
+        name = self._name  # a token's spelling, for issues only
         if kind == THINKING and token_id in (g.call, g.call_end):
             self._drafted_call(token_id, pos)
             return
         if token_id == g.think:
             if kind == THINKING:
                 self._keep_as_text(
-                    token_id, pos, f"{name} inside an open think block (kept as text)"
+                    token_id, pos, f"{name(token_id)} inside an open think block (kept as text)"
                 )
                 return
             if kind == TOOL_CALL:
-                self._issue(pos, f"{name} inside a tool call (the call is cut there)")
+                self._issue(pos, f"{name(token_id)} inside a tool call (the call is cut there)")
                 asm.close(pos, incomplete=True, build=self._build)
             else:
                 asm.close(pos)
@@ -155,14 +160,14 @@ class TaggedParser(StreamParser):
         elif token_id == g.think_end:
             if kind != THINKING:
                 self._keep_as_text(
-                    token_id, pos, f"{name} without an open think block (kept as text)"
+                    token_id, pos, f"{name(token_id)} without an open think block (kept as text)"
                 )
                 return
             asm.close(pos + 1, strip_suffix=g.think_padding)
             asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
         elif token_id == g.call:
             if kind == TOOL_CALL:
-                self._issue(pos, f"{name} inside a tool call (the call is cut there)")
+                self._issue(pos, f"{name(token_id)} inside a tool call (the call is cut there)")
                 asm.close(pos, incomplete=True, build=self._build)
             else:
                 asm.close(pos, strip_suffix=g.before_call)
@@ -170,14 +175,14 @@ class TaggedParser(StreamParser):
         elif token_id == g.call_end:
             if kind != TOOL_CALL:
                 self._keep_as_text(
-                    token_id, pos, f"{name} without an open tool call (kept as text)"
+                    token_id, pos, f"{name(token_id)} without an open tool call (kept as text)"
                 )
                 return
             asm.close(pos + 1, build=self._build)
             asm.open(TEXT, pos + 1, holdback=g.before_call)
         else:  # a token that begins another turn
             stop = self._name(g.stop[0]) if g.stop else "a stop token"
-            self._issue(pos, f"{name} before {stop}: the message ends here")
+            self._issue(pos, f"{name(token_id)} before {stop}: the message ends here")
             self._end_message(pos)
 
     def _on_end(self, pos: int, stopped: bool) -> None:

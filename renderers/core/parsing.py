@@ -339,12 +339,15 @@ class PartAssembler:
         return delta
 
     def _write(self, text: str) -> None:
-        if self._prefix:
-            prefix = self._prefix
-            n = 0
-            limit = min(len(prefix), len(text))
-            while n < limit and text[n] == prefix[n]:
-                n += 1
+        prefix = self._prefix
+        if prefix:
+            if text.startswith(prefix):
+                n = len(prefix)
+            else:
+                n = 0
+                limit = min(len(prefix), len(text))
+                while n < limit and text[n] == prefix[n]:
+                    n += 1
             if n == len(text) and n < len(prefix):
                 self._prefix = prefix[n:]
                 return
@@ -711,11 +714,14 @@ class StreamParser:
         self._id_str = table.id_to_str
         self._valid = table.valid
         self._vocab_size = table.vocab_size
-        self._stop_ids = frozenset(stop_ids)
-        self._eos_ids = frozenset(eos_ids)
-        self._structural = frozenset(structural) | self._stop_ids | self._eos_ids
-        self._kinds = _token_kinds(table, self._structural)
-        self._plain = _plain_texts(table, self._structural)
+        ids = _structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
+        self._stop_ids = ids.stop
+        self._eos_ids = ids.eos
+        self._structural = ids.structural
+        self._kinds = ids.kinds
+        self._plain = ids.plain
+        self._text_len = ids.text_len
+        self._text_stops = ids.text_stops
         self.asm = PartAssembler(events)
         # Whether a one-token feed of ordinary text may write it to the assembler itself
         # (see _writes_through), and the scanner it must pass first: decided after every
@@ -733,8 +739,6 @@ class StreamParser:
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        self._text_len = _text_lengths(table, self._structural, self._kinds)
-        self._text_stops = _text_stops(table, self._structural, self._text_len)
         self._byte_ends = _TokenByteEnds(self._text_len) if byte_offsets else None
 
     # -- hooks for formats ----------------------------------------------------------------
@@ -1224,79 +1228,90 @@ _NOT_THROUGH: tuple[bool, MarkerScanner | None] = (False, None)
 # its bytes do: the text is their complete decoding; a str is searched much faster).
 _MARKER_START = "<"
 
-_PLAIN: weakref.WeakKeyDictionary[TokenTable, dict[frozenset[int], list[str | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+
+@dataclass(frozen=True, slots=True)
+class _StructuralIds:
+    """A parser's ids (stop, end-of-sequence, and all it reacts to) and the per-id tables
+    built from them, made once per table and set of ids."""
+
+    stop: frozenset[int]
+    eos: frozenset[int]
+    structural: frozenset[int]
+    kinds: np.ndarray
+    plain: list[str | None]
+    text_len: np.ndarray
+    text_stops: np.ndarray
+
+
+_STRUCTURAL_IDS: weakref.WeakKeyDictionary[
+    TokenTable, dict[tuple[tuple[int, ...], ...], _StructuralIds]
+] = weakref.WeakKeyDictionary()
+
+
+def _structural_ids(
+    table: TokenTable, structural: tuple[int, ...], stop: tuple[int, ...], eos: tuple[int, ...]
+) -> _StructuralIds:
+    by_ids = _STRUCTURAL_IDS.get(table)
+    if by_ids is None:
+        by_ids = _STRUCTURAL_IDS[table] = {}
+    key = (structural, stop, eos)
+    found = by_ids.get(key)
+    if found is None:
+        stop_ids = frozenset(stop)
+        eos_ids = frozenset(eos)
+        every = frozenset(structural) | stop_ids | eos_ids
+        kinds = _token_kinds(table, every)
+        text_len = _text_lengths(table, kinds)
+        found = _StructuralIds(
+            stop_ids,
+            eos_ids,
+            every,
+            kinds,
+            _plain_texts(table, every),
+            text_len,
+            _text_stops(table, text_len),
+        )
+        if len(by_ids) > 64:
+            by_ids.clear()
+        by_ids[key] = found
+    return found
 
 
 def _plain_texts(table: TokenTable, ids: frozenset[int]) -> list[str | None]:
     """Per id: the text of a token that is ordinary text (not one of ``ids``), complete
     UTF-8 and not empty, else ``None``: one lookup tells a one-token feed it is plain."""
-    by_ids = _PLAIN.get(table)
-    if by_ids is None:
-        by_ids = _PLAIN[table] = {}
-    texts = by_ids.get(ids)
-    if texts is None:
-        texts = [s or None for s in table.id_to_str]
-        for t in ids:
-            if 0 <= t < len(texts):
-                texts[t] = None
-        if len(by_ids) > 64:
-            by_ids.clear()
-        by_ids[ids] = texts
+    texts = [s or None for s in table.id_to_str]
+    for t in ids:
+        if 0 <= t < len(texts):
+            texts[t] = None
     return texts
 
 
-_KINDS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
 _STRUCTURAL, _NOT_A_TOKEN = 1, 2
 
 
 def _token_kinds(table: TokenTable, ids: frozenset[int]) -> np.ndarray:
     """Per id: 0 for ordinary text, ``_STRUCTURAL`` for ``ids``, ``_NOT_A_TOKEN`` for ids
     no token has, and one more entry, ``_NOT_A_TOKEN``, past the vocabulary."""
-    key = (id(table), ids)
-    kinds = _KINDS.get(key)
-    if kinds is None:
-        kinds = np.where(table.valid_array, 0, _NOT_A_TOKEN).astype(np.int8)
-        kinds[list(ids)] = _STRUCTURAL
-        kinds = np.append(kinds, np.int8(_NOT_A_TOKEN))  # where larger ids are clipped to
-        kinds.flags.writeable = False
-        if len(_KINDS) > 256:
-            _KINDS.clear()
-        _KINDS[key] = kinds
+    kinds = np.where(table.valid_array, 0, _NOT_A_TOKEN).astype(np.int8)
+    kinds[list(ids)] = _STRUCTURAL
+    kinds = np.append(kinds, np.int8(_NOT_A_TOKEN))  # where larger ids are clipped to
+    kinds.flags.writeable = False
     return kinds
 
 
-_TEXT_LENGTHS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
-
-
-def _text_lengths(table: TokenTable, ids: frozenset[int], kinds: np.ndarray) -> np.ndarray:
-    """The byte length of every id as ordinary text: zero for the structural ``ids``."""
-    key = (id(table), ids)
-    lengths = _TEXT_LENGTHS.get(key)
-    if lengths is None:
-        lengths = np.where(kinds[:-1] == _STRUCTURAL, 0, table.length_array)
-        lengths.flags.writeable = False
-        if len(_TEXT_LENGTHS) > 64:
-            _TEXT_LENGTHS.clear()
-        _TEXT_LENGTHS[key] = lengths
+def _text_lengths(table: TokenTable, kinds: np.ndarray) -> np.ndarray:
+    """The byte length of every id as ordinary text: zero for the structural ids."""
+    lengths = np.where(kinds[:-1] == _STRUCTURAL, 0, table.length_array)
+    lengths.flags.writeable = False
     return lengths
 
 
-_TEXT_STOPS: dict[tuple[int, frozenset[int]], np.ndarray] = {}
-
-
-def _text_stops(table: TokenTable, ids: frozenset[int], lengths: np.ndarray) -> np.ndarray:
+def _text_stops(table: TokenTable, lengths: np.ndarray) -> np.ndarray:
     """Where the ordinary text of every id ends in the table's flat bytes (for the
-    structural ``ids``, which have none: where their bytes start)."""
-    key = (id(table), ids)
-    stops = _TEXT_STOPS.get(key)
-    if stops is None:
-        stops = table.start_array + lengths
-        stops.flags.writeable = False
-        if len(_TEXT_STOPS) > 64:
-            _TEXT_STOPS.clear()
-        _TEXT_STOPS[key] = stops
+    structural ids, which have none: where their bytes start)."""
+    stops: np.ndarray = table.start_array + lengths
+    stops.flags.writeable = False
     return stops
 
 
