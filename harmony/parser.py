@@ -284,6 +284,63 @@ def _stray_text(
     return tuple((marks[i], texts[i][a:b]) for i, (a, b) in sorted(spans.items()))
 
 
+def read_header(
+    kinds: Sequence[int],
+    texts: list[str],
+    marks: Sequence[int],
+    *,
+    role: str | None,
+    default_role: str,
+    valid_channels: tuple[str, ...] | None,
+    missing_message: bool,
+) -> tuple[Header, str | None, list[Problem]]:
+    """:func:`parse_header`, reading each header once: headers repeat
+    (``assistant<|channel|>analysis``, the same tool's recipient), so a header read is kept
+    with segment indexes for its token positions and placed at ``marks`` on every use."""
+    if sum(map(len, texts)) > _KEPT_HEADER_TEXT:  # a header that ran into its body
+        return parse_header(
+            kinds,
+            texts,
+            marks,
+            role=role,
+            default_role=default_role,
+            valid_channels=valid_channels,
+            missing_message=missing_message,
+        )
+    key = (tuple(kinds), tuple(texts), role, default_role, valid_channels, missing_message)
+    read = _KEPT_HEADERS.get(key)
+    if read is None:
+        header, body, found = parse_header(
+            kinds,
+            texts,
+            range(len(texts)),
+            role=role,
+            default_role=default_role,
+            valid_channels=valid_channels,
+            missing_message=missing_message,
+        )
+        read = header, body, tuple(found)
+        if len(_KEPT_HEADERS) >= _KEPT_HEADERS_MAX:
+            _KEPT_HEADERS.clear()
+        _KEPT_HEADERS[key] = read
+    header, body, problems = read
+    placed = Header(
+        header.role,
+        header.name,
+        header.channel,
+        header.recipient,
+        header.content_type,
+        marks[header.start],
+        tuple((marks[i], text) for i, text in header.stray) if header.stray else (),
+    )
+    return placed, body, [(marks[i], silent, message) for i, silent, message in problems]
+
+
+_KEPT_HEADER_TEXT = 256
+_KEPT_HEADERS_MAX = 4096
+_KEPT_HEADERS: dict[tuple[Any, ...], tuple[Header, str | None, tuple[Problem, ...]]] = {}
+
+
 # -- the state machine -------------------------------------------------------------------
 
 _EXPECT_START, _HEADER, _BODY, _HALTED = 0, 1, 2, 3
@@ -311,6 +368,7 @@ class HarmonyMachine:
         "_texts",
         "_tk",
         "_valid",
+        "_valid_key",
         "_write",
     )
 
@@ -334,6 +392,7 @@ class HarmonyMachine:
         self._strict = strict
         self._report = report
         self._valid = valid_channels
+        self._valid_key = None if valid_channels is None else tuple(valid_channels)
         self._default_role = role or default_role
         self._role = self._default_role
         self._stray: list[str] = []
@@ -523,13 +582,13 @@ class HarmonyMachine:
         self._marks = [pos]
 
     def _read_header(self, missing_message: bool) -> tuple[Header, str | None, list[Problem]]:
-        return parse_header(
+        return read_header(
             self._kinds,
             ["".join(chunks) for chunks in self._texts],
             self._marks,
             role=self._given,
             default_role=self._default_role,
-            valid_channels=self._valid,
+            valid_channels=self._valid_key,
             missing_message=missing_message,
         )
 

@@ -33,6 +33,7 @@ from harmony import (
     drop_analysis,
     functions_namespace,
 )
+from harmony.parser import parse_header, read_header
 from tests import strategies
 from tests.conftest import tokenizer_for
 
@@ -1066,3 +1067,45 @@ def test_a_body_without_control_tokens_is_kept_whole(text: str) -> None:
     (message,) = enc.parse(ids).messages
     assert message.text == enc.table.decode(enc.table.encode(text))
     assert message.truncated
+
+
+_HEADER_WORDS = st.sampled_from(
+    [
+        *("assistant", "user", "tool", "functions.f", "to=functions.f", "to=", "analysis"),
+        *("final", "commentary", "json", "<|constrain|>json", "x.y", "", " ", "  ", "\n", "é"),
+    ]
+)
+
+
+@given(
+    segments=st.lists(
+        st.tuples(st.sampled_from([1, 2]), st.lists(_HEADER_WORDS, max_size=4).map(" ".join)),
+        max_size=3,
+    ),
+    first=st.lists(_HEADER_WORDS, max_size=3).map(" ".join),
+    role=st.sampled_from([None, "assistant"]),
+    valid=st.sampled_from([None, ("analysis", "commentary", "final")]),
+    missing_message=st.booleans(),
+    positions=st.lists(st.integers(0, 10_000), min_size=8, max_size=8, unique=True),
+)
+def test_a_header_read_again_at_other_positions_reads_as_parsed_there(
+    segments: list[tuple[int, str]],
+    first: str,
+    role: str | None,
+    valid: tuple[str, ...] | None,
+    missing_message: bool,
+    positions: list[int],
+) -> None:
+    """Headers are read once and placed at each later header's token positions: every read,
+    the first and the kept ones, must equal parsing the header where it is."""
+    kinds = [0, *(kind for kind, _ in segments)]
+    texts = [first, *(text for _, text in segments)]
+    options: dict[str, Any] = {
+        "role": role,
+        "default_role": "assistant",
+        "valid_channels": valid,
+        "missing_message": missing_message,
+    }
+    marks = sorted(positions)
+    for at in (marks[: len(kinds)], marks[-len(kinds) :], marks[: len(kinds)]):
+        assert read_header(kinds, texts, at, **options) == parse_header(kinds, texts, at, **options)
