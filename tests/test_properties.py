@@ -854,10 +854,12 @@ def qwen35_no_thinking_canonical(
     canonical = qwen35_canonical(inline=inline, python_scalars=python_scalars)
 
     def no_thinking(m: Message) -> Message | None:
-        parts = _qwen3_inline(m.parts) if inline else list(m.parts)
-        if any(type(p) is ThinkingPart and p.text.strip() for p in parts):
+        # Without its reasoning, text spelling </think> reads as inline reasoning in turn.
+        while True:
+            parts = _qwen3_inline(m.parts) if inline else list(m.parts)
+            if not any(type(p) is ThinkingPart and p.text.strip() for p in parts):
+                return canonical(m)
             m = Message("assistant", [p for p in parts if type(p) is not ThinkingPart])
-        return canonical(m)
 
     return no_thinking
 
@@ -878,8 +880,10 @@ def qwen35_no_thinking_reasoning(name: str, *, inline: bool) -> TrainedReasoning
             rf"^messages\[{i}\]: {re.escape(name)} with enable_thinking=False cannot write "
             r"the reasoning of this trained turn"
         )
-        kept = [p for p in parts if type(p) is not ThinkingPart]
-        return pattern, Message("assistant", kept, m.name)
+        kept = Message("assistant", [p for p in parts if type(p) is not ThinkingPart], m.name)
+        # Without its reasoning, text spelling </think> reads as inline reasoning in turn.
+        again = lost([*msgs[:i], kept])
+        return pattern, again[1] if again is not None else kept
 
     return lost
 
