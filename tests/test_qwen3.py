@@ -110,6 +110,20 @@ def test_supervised_tokens_match_template(
         assert example.tokens.tolist() == expected
         assert example.weights.shape == example.tokens.shape
         assert example.tokens.dtype == np.int64
+        assert example.tokens.flags.writeable and example.weights.flags.writeable
+
+
+def test_a_supervised_example_longer_than_the_packed_limit_matches_template(
+    qwen3: Qwen3Renderer, qwen3_tokenizer: Any
+) -> None:
+    """Tokens of a long example (tens of thousands) take another conversion to an array
+    than short ones; both must give the template's ids."""
+    answer = " ".join(f"word{k} ünï {k % 97}," for k in range(6000))
+    messages = [{"role": "user", "content": "Count."}, {"role": "assistant", "content": answer}]
+    example = qwen3.build_supervised_example(messages)
+    assert len(example.tokens) > 1 << 14
+    assert example.tokens.tolist() == oracle(qwen3_tokenizer, messages, None, False)
+    assert example.tokens.dtype == np.int64 and example.tokens.flags.writeable
 
 
 ENDS_WITH_ASSISTANT = [

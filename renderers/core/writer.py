@@ -11,6 +11,7 @@ loss weights come from.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
@@ -188,6 +189,14 @@ class TokenWriter:
             j = k + 1
             while j < n and type(items[j]) is str:
                 j += 1
+            if j == k + 1:  # one text between control tokens: one weight and message
+                segment = encode(item)
+                ids += segment
+                counts.append(len(segment))
+                weights.append(piece_weights[k])
+                messages.append(pieces_msg[k])
+                k = j
+                continue
             texts: list[str] = items[k:j]  # type: ignore[assignment]
             segment_weights = piece_weights[k:j]
             segment_msgs = pieces_msg[k:j]
@@ -229,7 +238,7 @@ class TokenWriter:
                 messages += token_msgs[starts].tolist()
             k = j
         return IdsAndWeights(
-            np.asarray(ids, dtype=np.int64),
+            _int64_array(ids),
             np.repeat(np.asarray(weights, dtype=np.float32), counts),
             np.repeat(np.asarray(messages, dtype=np.int32), counts) if attribution else None,
         )
@@ -260,6 +269,17 @@ def _split_controls(table: TokenTable, text: str) -> tuple[int | str, ...]:
         _SPLIT_CACHE.clear()
     _SPLIT_CACHE[key] = result
     return result
+
+
+def _int64_array(ids: list[int]) -> np.ndarray:
+    """``ids`` as a new (writable) int64 array: packed with ``struct`` where the list is
+    short enough to pass as arguments, which is about twice as fast as ``np.asarray``."""
+    if len(ids) > _PACK_MAX:
+        return np.fromiter(ids, dtype=np.int64, count=len(ids))
+    return np.frombuffer(bytearray(struct.pack(f"{len(ids)}q", *ids)), dtype=np.int64)
+
+
+_PACK_MAX = 1 << 14
 
 
 def _walk_pieces(
