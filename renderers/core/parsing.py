@@ -1059,25 +1059,44 @@ class StreamParser:
         if byte_ends is not None:
             byte_ends.cover(arr, self._pos)
         base = self._pos
+
+        def on_run(j: int, prev: int, cut: int) -> None:
+            self._pos = base + prev
+            if cut - prev < _GATHER_MIN:
+                self._run(arr[prev:cut].tolist() if ids is None else ids[prev:cut])
+            else:
+                self._run_large(arr[prev:cut])
+
+        self._walk(ids, arr, cuts, tokens, on_run)
+        if byte_ends is not None:
+            byte_ends.uncover(self._pos, ids is None and not self._one_shot)
+
+    def _walk(
+        self,
+        ids: list[int] | None,
+        arr: np.ndarray,
+        cuts: list[int],
+        tokens: list[int],
+        on_run: Callable[[int, int, int], None],
+    ) -> None:
+        """A chunk's runs and structural ids in order: ``on_run(j, prev, cut)`` for the
+        ordinary ids ``[prev, cut)`` before structural id ``j`` (at ``cuts[j]``), then that
+        id; once the message has ended, the rest of the chunk is trailing."""
+        n = len(arr)
+        base = self._pos
         prev = 0
         cuts.append(n)
         for j, cut in enumerate(cuts):
             if self._done:
                 self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
                 self._pos = base + n
-                break
+                return
             if cut > prev:
-                self._pos = base + prev
-                if cut - prev < _GATHER_MIN:
-                    self._run(arr[prev:cut].tolist() if ids is None else ids[prev:cut])
-                else:
-                    self._run_large(arr[prev:cut])
+                on_run(j, prev, cut)
             if cut < n:
                 self._pos = base + cut
                 self._structural_token(tokens[j] if ids is None else ids[cut])
             prev = cut + 1
-        if byte_ends is not None:
-            byte_ends.uncover(self._pos, ids is None and not self._one_shot)
 
     def _feed_joined(
         self, ids: list[int] | None, arr: np.ndarray, cuts: list[int], tokens: list[int]
@@ -1097,8 +1116,7 @@ class StreamParser:
             byte_ends.cover(arr, self._pos, ends)
         bounds: list[int] = ends[cuts].tolist() if cuts else []
         bounds.append(len(data))
-        cuts.append(n)
-        on_run: Callable[[int, int], None]
+        write: Callable[[int, int], None]  # the text of bytes [at, stop) of the chunk
         if (
             byte_ends is None
             and not self._pending
@@ -1107,13 +1125,13 @@ class StreamParser:
         ):
             text = data.decode("ascii")
 
-            def on_run(at: int, stop: int) -> None:
+            def write(at: int, stop: int) -> None:
                 if stop > at:
                     self._on_text(text[at:stop])
 
         else:
 
-            def on_run(at: int, stop: int) -> None:
+            def write(at: int, stop: int) -> None:
                 chunk = data[at:stop]
                 if byte_ends is not None:
                     byte_ends.consumed(len(chunk))
@@ -1122,23 +1140,14 @@ class StreamParser:
                     self._decode(chunk)
 
         base = self._pos
-        prev = 0
-        at = 0
-        for j, cut in enumerate(cuts):
-            if self._done:
-                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
-                self._pos = base + n
-                return
-            if cut > prev:
-                self._run_start = base + prev
-                self._pos = base + cut
-                stop = bounds[j]
-                on_run(at, stop)
-                at = stop
-            if cut < n:
-                self._pos = base + cut
-                self._structural_token(tokens[j] if ids is None else ids[cut])
-            prev = cut + 1
+
+        def on_run(j: int, prev: int, cut: int) -> None:
+            self._run_start = base + prev
+            self._pos = base + cut
+            # Structural ids have no bytes: a run starts where the one before it ended.
+            write(bounds[j - 1] if j else 0, bounds[j])
+
+        self._walk(ids, arr, cuts, tokens, on_run)
 
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
