@@ -189,27 +189,25 @@ class TokenWriter:
             j = k + 1
             while j < n and type(items[j]) is str:
                 j += 1
-            if j == k + 1:  # one text between control tokens: one weight and message
-                segment = encode(item)
+            first = piece_weights[k]
+            msg = pieces_msg[k]
+            # One text between control tokens (the common case), or texts of one weight
+            # (and message): encoded as one.
+            if j == k + 1 or (
+                all(piece_weights[i] == first for i in range(k + 1, j))
+                and (not attribution or all(pieces_msg[i] == msg for i in range(k + 1, j)))
+            ):
+                segment = encode(item if j == k + 1 else "".join(items[k:j]))  # type: ignore[arg-type]
                 ids += segment
                 counts.append(len(segment))
-                weights.append(piece_weights[k])
-                messages.append(pieces_msg[k])
+                weights.append(first)
+                messages.append(msg)
                 k = j
                 continue
             texts: list[str] = items[k:j]  # type: ignore[assignment]
             segment_weights = piece_weights[k:j]
             segment_msgs = pieces_msg[k:j]
-            first = segment_weights[0]
-            if all(w == first for w in segment_weights) and (
-                not attribution or all(m == segment_msgs[0] for m in segment_msgs)
-            ):
-                segment = encode(texts[0] if len(texts) == 1 else "".join(texts))
-                ids += segment
-                counts.append(len(segment))
-                weights.append(first)
-                messages.append(segment_msgs[0])
-            elif not _walk_pieces(
+            if not _walk_pieces(
                 self._table,
                 texts,
                 segment_weights,
