@@ -21,7 +21,7 @@ import struct
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -1252,6 +1252,8 @@ class _StructuralIds:
     text_stops: np.ndarray
 
 
+# Per table: the ids a parser was given (as given) -> its _StructuralIds. Parsers whose
+# ids differ in order or in which are stops but not in their union share the same tables.
 _STRUCTURAL_IDS: weakref.WeakKeyDictionary[
     TokenTable, dict[tuple[tuple[int, ...], ...], _StructuralIds]
 ] = weakref.WeakKeyDictionary()
@@ -1269,17 +1271,21 @@ def _structural_ids(
         stop_ids = frozenset(stop)
         eos_ids = frozenset(eos)
         every = frozenset(structural) | stop_ids | eos_ids
-        kinds = _token_kinds(table, every)
-        text_len = _text_lengths(table, kinds)
-        found = _StructuralIds(
-            stop_ids,
-            eos_ids,
-            every,
-            kinds,
-            _plain_texts(table, every),
-            text_len,
-            _text_stops(table, text_len),
-        )
+        same = next((f for f in by_ids.values() if f.structural == every), None)
+        if same is None:
+            kinds = _token_kinds(table, every)
+            text_len = _text_lengths(table, kinds)
+            found = _StructuralIds(
+                stop_ids,
+                eos_ids,
+                every,
+                kinds,
+                _plain_texts(table, every),
+                text_len,
+                _text_stops(table, text_len),
+            )
+        else:
+            found = replace(same, stop=stop_ids, eos=eos_ids)
         if len(by_ids) > 64:
             by_ids.clear()
         by_ids[key] = found
