@@ -9,6 +9,8 @@ import unicodedata
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from renderers import TokenTable, token_table
 from renderers.core import fast_encoding, tokens
@@ -182,3 +184,53 @@ def test_fast_encoder_equals_the_tokenizer_at_class_boundaries(model_id: str) ->
     got = [table._encode_ordinary(t) for t in texts]
     mismatches = [t for t, g, e in zip(texts, got, expected, strict=True) if g != e]
     assert not mismatches, f"{len(mismatches)} texts differ, e.g. {mismatches[:3]!r}"
+
+
+def test_the_engine_pattern_groups_the_leading_alternatives_without_lookaround() -> None:
+    group = fast_encoding.engine_pattern
+    assert group(r"(?i:x|y)|[|(]|\s+(?!\S)|\s+") == r"(?:(?i:x|y)|[|(])|\s+(?!\S)|\s+"
+    assert group(r"[\]|]|[a-z&&[^q]]|(?!x)y") == r"(?:[\]|]|[a-z&&[^q]])|(?!x)y"
+    # Unchanged: an escaped parenthesis counts as a lookaround (never grouped wrongly), and
+    # fewer than two alternatives come before the first lookaround or there is none.
+    assert group(r"\(?=|a\||\s+(?=x)") == r"\(?=|a\||\s+(?=x)"
+    assert group(r"a|b(?<=c)|d") == r"a|b(?<=c)|d"
+    assert group(r"a|b") == r"a|b"
+
+
+@pytest.fixture(scope="module")
+def pattern_encoders() -> list[tuple[Any, Any]]:
+    """For each proven split pattern: tiktoken with the pattern as the tokenizer spells it
+    and with :func:`engine_pattern`'s grouping (over Qwen3's ranks: any vocabulary with
+    merges shows where pieces split)."""
+    import tiktoken
+
+    table = token_table(tokenizer_for("Qwen/Qwen3-8B"))
+    ranks = {b: i for i, b in enumerate(table.id_to_bytes[:60_000]) if b and table.valid[i]}
+    assert all(bytes([k]) in ranks for k in range(256))
+    encoders = []
+    for k, pattern in enumerate(sorted({p.pattern for p in PROVEN.values()})):
+        grouped = fast_encoding.engine_pattern(pattern)
+        assert grouped != pattern and grouped.startswith("(?:")
+        encoders.append(
+            tuple(
+                tiktoken.Encoding(
+                    name=f"{k}-{which}", pat_str=p, mergeable_ranks=ranks, special_tokens={}
+                )
+                for which, p in (("spelled", pattern), ("grouped", grouped))
+            )
+        )
+    return encoders
+
+
+# Python's whitespace and Unicode's White_Space (the regex crate's \s) differ in a few
+# characters: both kinds are here, in runs with and without newlines.
+_SPLIT_ALPHABET = BOUNDARY_ALPHABET + "   \n\n\t\x1c\x1f\x85\u2028\u2029\u202f\u200b\ufeff"
+
+
+@settings(max_examples=max(500, settings.default.max_examples))
+@given(text=st.text(alphabet=st.sampled_from(_SPLIT_ALPHABET), max_size=80))
+def test_the_engine_pattern_splits_like_the_pattern_as_spelled(
+    pattern_encoders: list[tuple[Any, Any]], text: str
+) -> None:
+    for spelled, grouped in pattern_encoders:
+        assert grouped.encode_ordinary(text) == spelled.encode_ordinary(text), spelled.name

