@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import pickle
+import contextlib
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,8 @@ import pytest
 from renderers import get_renderer
 from renderers.bench.prepare import generate_corpus
 from renderers.cli import main
-from renderers.prepare import ConversationMapper, pack_table
+from renderers.prepare import ConversationMapper, job, pack_table
+from renderers.prepare.sources import Batch
 
 MODEL = "Qwen/Qwen3-8B"
 ROWS = generate_corpus(24, seed=7)
@@ -184,6 +188,7 @@ def test_parallel_runs_write_what_one_process_writes_in_input_order(
         outputs.append((pq.read_table(out), rejects))
     (single, single_rejects), (parallel, parallel_rejects) = outputs
     assert parallel.equals(single)
+    assert _spool_folders() == []
     assert parallel_rejects == single_rejects
     assert parallel.column("row_id").to_pylist() == [k for k in range(24) if k not in (5, 13)]
     assert parallel.column("input_ids")[20].as_py() == _expected(ROWS[22])[0]
@@ -203,6 +208,61 @@ def test_a_parallel_run_stops_on_a_bad_row_with_one_line_and_no_output(
     assert err.startswith("renderers prepare: error: row 7: messages[0].role: unknown role")
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == [data]
+    assert _spool_folders() == []
+
+
+def _spool_folders() -> list[Path]:
+    """Spool folders of parallel runs (workers hand tables over there) still present."""
+    places = {Path("/dev/shm"), Path(tempfile.gettempdir())}
+    return [p for place in places if place.is_dir() for p in place.glob("renderers-prepare-*")]
+
+
+class _Finished:
+    """What ``Pool.apply_async`` gives once the work is done."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+def test_a_worker_hands_its_table_over_as_a_file_read_back_equal(tmp_path: Path) -> None:
+    mapper = ConversationMapper(get_renderer(MODEL))
+    batch = Batch(0, "objects", ROWS[:5])
+    expected = batch.prepare(mapper)
+    job._init_worker(mapper, str(tmp_path))
+    try:
+        handed, _ = job._work(batch)
+    finally:
+        job._init_worker(None, None)  # type: ignore[arg-type]
+    assert isinstance(handed, job._Spooled)
+    assert Path(handed.path).parent == tmp_path and Path(handed.path).exists()
+    table, _ = job._result(_Finished((handed, 1.0)))
+    assert table.equals(expected)
+    assert list(tmp_path.iterdir()) == []  # read, then removed
+
+
+def test_tables_go_through_the_pipe_when_the_spool_cannot_take_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, ROWS[:12])
+    missing = tmp_path / "no-such-folder"
+
+    @contextlib.contextmanager
+    def unwritable_spool(**_: Any) -> Iterator[str]:
+        yield str(missing)
+
+    monkeypatch.setattr(job.tempfile, "TemporaryDirectory", unwritable_spool)
+    outputs = []
+    for n in (1, 2):
+        out = tmp_path / f"out-{n}.parquet"
+        args = [str(data), "-o", str(out), "--batch-size", "2", "-q", "--num-proc", str(n)]
+        assert main(["prepare", "--model", MODEL, *args]) == 0
+        outputs.append(pq.read_table(out))
+    assert outputs[1].equals(outputs[0])
+    assert outputs[1].column("input_ids")[11].as_py() == _expected(ROWS[11])[0]
 
 
 def test_prepare_usage_errors_exit_2(tmp_path: Path) -> None:

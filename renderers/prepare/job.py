@@ -3,12 +3,14 @@ write atomically, list rejected rows, count everything."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import multiprocessing
 import os
 import resource
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -195,16 +197,40 @@ def _account(table: Any, stats: PrepareStats, rejects: _AtomicText | None) -> An
 # -- parallel mapping, order kept ----------------------------------------------------------
 
 _WORKER_MAPPER: ConversationMapper | None = None
+_WORKER_SPOOL: str | None = None
 
 
-def _init_worker(mapper: ConversationMapper) -> None:
-    global _WORKER_MAPPER
-    _WORKER_MAPPER = mapper
+def _init_worker(mapper: ConversationMapper, spool: str | None) -> None:
+    global _WORKER_MAPPER, _WORKER_SPOOL
+    _WORKER_MAPPER, _WORKER_SPOOL = mapper, spool
+
+
+@dataclass(frozen=True, slots=True)
+class _Spooled:
+    """A worker's table left as an Arrow IPC file in the spool folder."""
+
+    path: str
 
 
 def _work(batch: Batch) -> tuple[Any, float]:
+    """Map ``batch`` in a worker. The table goes back as a file in the spool folder: sent
+    through the pool's pipe, its megabytes are read in 64 KiB pieces by a thread of the
+    main process that needs the GIL for each, and the worker waited a few to tens of
+    milliseconds per batch for that. A table the spool cannot take (full) goes through
+    the pipe."""
     assert _WORKER_MAPPER is not None
-    return _prepared(batch, _WORKER_MAPPER)
+    table, rss = _prepared(batch, _WORKER_MAPPER)
+    if _WORKER_SPOOL is None:
+        return table, rss
+    path = os.path.join(_WORKER_SPOOL, f"{batch.start}.arrow")
+    try:
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return table, rss
+    return _Spooled(path), rss
 
 
 def _prepared(batch: Batch, mapper: ConversationMapper) -> tuple[Any, float]:
@@ -231,8 +257,12 @@ def _mapped(
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
     workers = num_proc - 1
-    with context.Pool(workers, initializer=_init_worker, initargs=(mapper,)) as pool:
-        yield from _shared(batches, mapper, pool, queued=2 * workers)
+    shared_memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with (
+        tempfile.TemporaryDirectory(prefix="renderers-prepare-", dir=shared_memory) as spool,
+        context.Pool(workers, initializer=_init_worker, initargs=(mapper, spool)) as pool,
+    ):
+        yield from _shared(batches, mapper, pool, queued=4 * workers)
 
 
 def _shared(
@@ -243,7 +273,9 @@ def _shared(
 
     This process writes the output too; mapping here whenever the workers are busy gives
     it work for the time the writing leaves, instead of a third process competing for the
-    cores, and saves shipping those rows to a worker and back."""
+    cores, and saves shipping those rows to a worker and back. Four batches queued per
+    worker keep it busy while this process maps a batch and writes (with two, it ran
+    out of work every few batches for 20-50 ms)."""
     pending: deque[Any] = deque()  # AsyncResult, or a (table, rss) mapped here
     in_pool = 0
     for batch in batches:
@@ -259,7 +291,15 @@ def _shared(
 
 
 def _result(item: Any) -> tuple[Any, float]:
-    return item if isinstance(item, tuple) else item.get()
+    if isinstance(item, tuple):
+        return item
+    table, rss = item.get()
+    if isinstance(table, _Spooled):
+        # Mapped, not copied; the file's memory is freed with the table once written.
+        path = table.path
+        table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+        os.unlink(path)
+    return table, rss
 
 
 # -- atomic outputs -------------------------------------------------------------------------
