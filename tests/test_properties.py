@@ -20,6 +20,7 @@ tests/test_properties.py -s``; the counts of examples each property ran are prin
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import pickle
 import re
@@ -1660,6 +1661,33 @@ def test_one_token_feeds_give_the_events_of_the_general_path(
     assert hot.finish() == general.finish()
     assert hot.final_events == general.final_events
     count(f"one-token feeds [{spec!r}]")
+
+
+@spec_param
+@given(data=st.data())
+def test_feeds_of_a_few_tokens_give_the_events_of_the_general_path(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """A list of up to 16 ordinary tokens takes the hot path too (their texts joined and
+    written at once); the same ids in a tuple take the general path. Every feed returns
+    the same events either way."""
+    r = spec.renderer()
+    if data.draw(st.booleans()):
+        ids = data.draw(_token_soup(r))
+    else:
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    sizes = data.draw(st.lists(st.integers(1, 17), min_size=1, max_size=20))
+    hot, general = r.stream_parser(), r.stream_parser()
+    k = 0
+    for size in itertools.cycle(sizes):
+        if k >= len(ids):
+            break
+        chunk = ids[k : k + size]
+        assert hot.feed(list(chunk)) == general.feed(tuple(chunk)), (k, chunk)
+        k += size
+    assert hot.finish() == general.finish()
+    assert hot.final_events == general.final_events
+    count(f"few-token feeds [{spec!r}]")
 
 
 def _part_deltas(r: Renderer, ids: list[int], size: int) -> tuple[ParseResult, dict[int, str]]:

@@ -684,6 +684,8 @@ _ENDS_CHUNK = 1 << 16
 
 
 _SMALL_CHUNK = 48
+# Feeds of up to this many ids may take the streaming hot path (what servers send per chunk).
+_DIRECT_MAX = 16
 _DECODE_CHUNK = 1 << 16  # bytes of text decoded and handed on at once
 _GATHER_MIN = 512  # runs shorter than this are joined in Python (NumPy has a fixed cost)
 _JOIN_MAX = 1 << 14  # chunks up to this many ids are joined whole (_feed_joined)
@@ -867,7 +869,7 @@ class StreamParser:
         """Consume more sampled token ids; returns the events they produced."""
         if self._direct and type(token_ids) is list and len(token_ids) == 1:
             # The streaming hot path: one ordinary token of complete UTF-8 text that the
-            # format writes unchanged into the open part.
+            # format writes unchanged into the open part (inlined: the hottest path).
             t = token_ids[0]
             if type(t) is int and 0 <= t < self._vocab_size:
                 text = self._plain[t]
@@ -889,13 +891,41 @@ class StreamParser:
                         if delta is None:
                             delta = asm._delta(text)
                         return [delta]
-                    if asm.events is None:
-                        asm.write(text)
-                        return []
-                    events = asm.events = []
-                    asm.write(text)
-                    return events
+                    return self._write_text(text)
+        elif self._direct and type(token_ids) is list and 1 < len(token_ids) <= _DIRECT_MAX:
+            return self._feed_direct(token_ids)
         return self._feed_other(token_ids)
+
+    def _write_text(self, text: str) -> list[Event]:
+        """The hot path's ``text`` into the open part, with the events it makes."""
+        asm = self.asm
+        if asm.events is None:
+            asm.write(text)
+            return []
+        events = asm.events = []
+        asm.write(text)
+        return events
+
+    def _feed_direct(self, ids: list[int]) -> list[Event]:
+        """The hot path for a few ids (what a server sends per chunk): their texts joined
+        and written at once, as decoding them and handing the text to the format does."""
+        plain = self._plain
+        size = self._vocab_size
+        texts: list[str] = []
+        for t in ids:
+            piece = plain[t] if type(t) is int and 0 <= t < size else None
+            if piece is None:
+                return self._feed_other(ids)
+            texts.append(piece)
+        text = "".join(texts)
+        byte_ends = self._byte_ends
+        if byte_ends is not None:
+            gate = self._gate
+            if gate is not None and (gate._buf or _MARKER_START in text):
+                return self._feed_other(ids)
+            byte_ends.tail += ids
+        self._pos += len(ids)
+        return self._write_text(text)
 
     def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         self._direct = False  # until the format says so again (not if _feed raises)
