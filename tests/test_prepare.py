@@ -4,9 +4,9 @@ output), and renderers that travel cheaply to workers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
-import contextlib
 import subprocess
 import sys
 import tempfile
