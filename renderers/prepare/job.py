@@ -257,12 +257,20 @@ def _mapped(
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
     workers = num_proc - 1
-    shared_memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
-        tempfile.TemporaryDirectory(prefix="renderers-prepare-", dir=shared_memory) as spool,
+        _spool_folder() as spool,
         context.Pool(workers, initializer=_init_worker, initargs=(mapper, spool)) as pool,
     ):
         yield from _shared(batches, mapper, pool, queued=4 * workers)
+
+
+def _spool_folder() -> contextlib.AbstractContextManager[str | None]:
+    """A folder for the workers' tables (in shared memory where there is one), removed
+    with what is left in it; none where a mapped file cannot be unlinked (Windows)."""
+    if os.name != "posix":
+        return contextlib.nullcontext(None)
+    shared_memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    return tempfile.TemporaryDirectory(prefix="renderers-prepare-", dir=shared_memory)
 
 
 def _shared(
