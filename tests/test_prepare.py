@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,8 @@ from renderers.prepare import ConversationMapper, job, pack_table
 from renderers.prepare.sources import Batch
 
 MODEL = "Qwen/Qwen3-8B"
+_CLI = [sys.executable, "-m", "renderers.cli"]
+_PARALLEL = ["--num-proc", "2", "--batch-size", "1"]  # many small work units
 ROWS = generate_corpus(24, seed=7)
 
 
@@ -209,6 +214,34 @@ def test_a_parallel_run_stops_on_a_bad_row_with_one_line_and_no_output(
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == [data]
     assert _spool_folders() == []
+
+
+def test_ctrl_c_in_a_parallel_run_exits_130_with_one_newline_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """A terminal's Ctrl-C interrupts the whole process group, workers included: the run
+    stops with exit 130 and only a newline on stderr (no worker reports its interruption),
+    and leaves no output, temporary file or spool folder."""
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, generate_corpus(3000, seed=3))
+    out = tmp_path / "out.parquet"
+    before = set(_spool_folders())
+    proc = subprocess.Popen(
+        [*_CLI, "prepare", "--model", MODEL, str(data), "-o", str(out), "-q", *_PARALLEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    deadline = time.monotonic() + 120
+    while not set(_spool_folders()) - before:  # the workers are mapping now
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err.decode()) == (130, "\n")
+    assert list(tmp_path.iterdir()) == [data]
+    assert set(_spool_folders()) == before
 
 
 def _spool_folders() -> list[Path]:

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -203,6 +204,9 @@ _WORKER_SPOOL: str | None = None
 def _init_worker(mapper: ConversationMapper, spool: str | None) -> None:
     global _WORKER_MAPPER, _WORKER_SPOOL
     _WORKER_MAPPER, _WORKER_SPOOL = mapper, spool
+    # A terminal's Ctrl-C reaches the whole process group: the main process stops the
+    # run (and the workers); a worker would only report its own interruption.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass(frozen=True, slots=True)
