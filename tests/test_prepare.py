@@ -260,15 +260,16 @@ class _Finished:
         return self.value
 
 
-def test_a_worker_hands_its_table_over_as_a_file_read_back_equal(tmp_path: Path) -> None:
+def test_a_worker_hands_its_table_over_as_a_file_read_back_equal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mapper = ConversationMapper(get_renderer(MODEL))
     batch = Batch(0, "objects", ROWS[:5])
     expected = batch.prepare(mapper)
-    job._init_worker(mapper, str(tmp_path))
-    try:
-        handed, _ = job._work(batch)
-    finally:
-        job._init_worker(None, None)  # type: ignore[arg-type]
+    # What _init_worker sets in a worker (it also ignores SIGINT: not in this process).
+    monkeypatch.setattr(job, "_WORKER_MAPPER", mapper)
+    monkeypatch.setattr(job, "_WORKER_SPOOL", str(tmp_path))
+    handed, _ = job._work(batch)
     assert isinstance(handed, job._Spooled)
     assert Path(handed.path).parent == tmp_path and Path(handed.path).exists()
     table, _ = job._result(_Finished((handed, 1.0)))
