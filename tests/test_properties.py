@@ -1522,6 +1522,35 @@ def test_random_token_ids_never_crash_and_lose_no_content(spec: Spec, data: st.D
     count(f"fuzz [{spec!r}]")
 
 
+@spec_param
+@given(data=st.data())
+def test_a_one_shot_parse_equals_feeding_the_ids(spec: Spec, data: st.DataObject) -> None:
+    """``parse_response`` may read a whole completion on a format's one-shot path
+    (``_parse_runs``); it must give what feeding the same ids then finishing gives, for
+    rendered completions (the path's own cases) and random soups alike. Text is inserted
+    at a random place, to reach past the few ids a one-shot parse leaves to the general
+    path; ids go in as a list and as an array."""
+    r = spec.renderer()
+    if data.draw(st.booleans()):
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    else:
+        ids = data.draw(_token_soup(r))
+    at = data.draw(st.integers(0, len(ids)))
+    ending = data.draw(st.sampled_from(["", "\n", "\n\n", " "]))
+    padding = r.table.encode(data.draw(strategies.text) + " lorem ipsum dolor" * 12 + ending)
+    ids = ids[:at] + padding + ids[at:]
+    structural = _structural(r)
+    marks = [k for k, t in enumerate(ids) if t in structural and k >= 48]
+    if marks and data.draw(st.booleans()):  # cut off just after a marker (past 48 ids)
+        ids = ids[: data.draw(st.sampled_from(marks)) + 1 + data.draw(st.integers(0, 2))]
+    parser = r.stream_parser(_events=False)
+    parser.feed(tuple(ids))  # a tuple: never the one-shot path
+    expected = parser.finish()
+    assert r.parse_response(ids) == expected
+    assert r.parse_response(np.array(ids, dtype=np.int64)) == expected
+    count(f"one-shot parse == fed [{spec!r}]")
+
+
 _JSON_WS = st.sampled_from(["", " ", "\n", "\t", "  ", "\r\n"])
 _JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),

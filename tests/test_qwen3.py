@@ -722,3 +722,32 @@ def test_malformed_tool_call_input_names_the_field(qwen3: Qwen3Renderer) -> None
                 {"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]},
             ]
         )
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+def test_completions_parse_on_the_one_shot_path_as_fed(
+    qwen3: Qwen3Renderer, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions of about 1k tokens (reasoning, text, three calls, one of them invalid
+    JSON when malformed, cut off when truncated) take the one-shot path, which must give
+    what feeding the ids gives."""
+    from renderers.bench.workloads import completions
+    from renderers.core.grammars import TaggedParser
+
+    r = qwen3
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    parser = r.stream_parser(_events=False)
+    parser.feed(tuple(ids))
+    expected = parser.finish()
+    taken = []
+    one_shot = TaggedParser._parse_runs
+
+    def spy(self: TaggedParser, runs: Any) -> Any:
+        result = one_shot(self, runs)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(TaggedParser, "_parse_runs", spy)
+    assert r.parse_response(ids) == expected
+    assert taken == [True]
+    assert len(expected.message.parts) >= 5

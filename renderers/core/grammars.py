@@ -27,12 +27,14 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
+from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     MarkerScanner,
+    ParseResult,
     StreamParser,
     ToolCallBuilder,
     json_object_members,
@@ -110,6 +112,8 @@ class TaggedParser(StreamParser):
         )
         self._g = grammar
         self._name = table.control_text
+        self._opens_reasoning = opens_reasoning
+        self._reasoning_prefix = reasoning_prefix
         asm = self.asm
         self._on_text = asm.write  # type: ignore[method-assign]
         if opens_reasoning:
@@ -185,6 +189,95 @@ class TaggedParser(StreamParser):
             self._issue(pos, f"{name(token_id)} before {stop}: the message ends here")
             self._end_message(pos)
 
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of a completion whose tags are in order (each think block
+        and call closed before the next opens, nothing left open at the stop token): the
+        parts :meth:`_on_token` and the assembler make, each region's text being one run
+        (its separators stripped once, as the assembler strips them across writes).
+        Anything else (an issue to report) takes the general path."""
+        g = self._g
+        texts = runs.texts
+        cuts = runs.cuts
+        ends = self._stop_ids | self._eos_ids
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        if self._opens_reasoning:
+            kind, prefix, explicit = THINKING, self._reasoning_prefix, True
+        else:
+            kind, prefix, explicit = TEXT, "", False
+        start = 0
+        stop_id = None
+        j = -1
+        for j, t in enumerate(runs.tokens):
+            pos = cuts[j]
+            if t == g.call_end:
+                if kind != TOOL_CALL:
+                    return None
+                parts.append(self._build([texts[j]], False))
+                spans.append((start, pos + 1))
+                kind, start, prefix, explicit = TEXT, pos + 1, "", False
+                continue
+            if kind == TOOL_CALL:
+                return None
+            text = _without_prefix(texts[j], prefix) if prefix else texts[j]
+            if t == g.think:
+                if kind != TEXT:
+                    return None
+                if text:
+                    parts.append(TextPart(text))
+                    spans.append((start, pos))
+                kind, start, prefix, explicit = THINKING, pos, g.think_padding, True
+            elif t == g.think_end:
+                if kind != THINKING:
+                    return None
+                if g.think_padding and text.endswith(g.think_padding):
+                    text = text[: -len(g.think_padding)]
+                if text:
+                    parts.append(ThinkingPart(text))
+                    spans.append((start, pos + 1))
+                kind, start, prefix, explicit = TEXT, pos + 1, g.after_think, False
+            elif t == g.call:
+                if kind != TEXT:
+                    return None
+                if g.before_call and text.endswith(g.before_call):
+                    text = text[: -len(g.before_call)]
+                if text:
+                    parts.append(TextPart(text))
+                    spans.append((start, pos))
+                kind, start = TOOL_CALL, pos
+            elif t in ends and kind == TEXT:
+                if text:
+                    parts.append(TextPart(text))
+                    spans.append((start, pos))
+                stop_id = t
+                break
+            else:  # stopped inside a think block or a call, or a token of another turn
+                return None
+        if stop_id is None:  # cut off: what is open is incomplete
+            text = texts[j + 1]
+            end = runs.count
+            if kind == TOOL_CALL:
+                parts.append(self._build([text], True))
+                spans.append((start, end))
+            else:
+                text = _without_prefix(text, prefix) if prefix else text
+                if text or explicit:
+                    parts.append(
+                        ThinkingPart(text, None, True)
+                        if kind == THINKING
+                        else TextPart(text, None, True)
+                    )
+                    spans.append((start, end))
+        else:
+            self._stop_id = stop_id
+            self._trailing = runs.after(cuts[j])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
+
     def _on_end(self, pos: int, stopped: bool) -> None:
         asm = self.asm
         if stopped and asm.kind == THINKING:
@@ -193,6 +286,18 @@ class TaggedParser(StreamParser):
             close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         asm.close(pos, incomplete=not stopped, build=self._build)
+
+
+def _without_prefix(text: str, prefix: str) -> str:
+    """``text`` without its longest beginning that begins ``prefix`` (what the assembler
+    strips of a separator the renderer writes)."""
+    if text.startswith(prefix):
+        return text[len(prefix) :]
+    n = 0
+    limit = min(len(prefix), len(text))
+    while n < limit and text[n] == prefix[n]:
+        n += 1
+    return text[n:]
 
 
 # -- JSON in tags ----------------------------------------------------------------------------
@@ -402,6 +507,9 @@ class BareJsonParser(TaggedParser):
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return False, None  # text may be held back as a JSON call
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        return None  # text regions may be calls: the general path
 
     def _text(self, text: str) -> None:
         if self.asm.kind != TEXT or self._json is False:

@@ -31,6 +31,7 @@ from renderers.core.messages import Message, Part, TextPart, ThinkingPart, Unpar
 from renderers.core.tokens import TokenTable
 
 __all__ = [
+    "BatchRuns",
     "Event",
     "MarkerScanner",
     "ParseIssue",
@@ -1048,38 +1049,8 @@ class StreamParser:
         """Many ids (a list, or else an array): structural ids found and every id checked
         at once with NumPy, then each run between structural ids decoded in one go. An
         array is never turned into one big list (a Python int per id is 36 bytes)."""
-        if arr is None:
-            assert ids is not None
-            try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
-                if len(ids) <= _JOIN_MAX:  # struct packs short lists faster than array
-                    arr = np.frombuffer(struct.pack(f"{len(ids)}q", *ids), dtype=np.int64)
-                else:
-                    arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
-            except (OverflowError, TypeError, ValueError, struct.error):
-                self._table.check_ids(ids, self._pos)
-                raise ValueError("token_ids: expected integers") from None
-        elif arr.dtype.kind not in "iu":
-            self._table.check_ids(arr.tolist(), self._pos)
-            raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
-        if arr.ndim != 1:
-            raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
+        arr, cuts, tokens = self._scan(ids, arr)
         n = len(arr)
-        # One lookup checks every id and finds the structural ones: ids beyond the
-        # vocabulary are clipped to the table's last entry (not a token). NumPy would read a
-        # negative index, or a uint64 one beyond int64, from the end: those are kept apart.
-        if arr.dtype.kind == "i":
-            kinds = None if arr.min() < 0 else self._kinds.take(arr, mode="clip")
-        elif arr.dtype.itemsize >= 8:  # (a max, not a clipped copy: no 8 bytes per id)
-            kinds = None if arr.max() >= self._vocab_size else self._kinds.take(arr, mode="clip")
-        else:
-            kinds = self._kinds.take(arr, mode="clip")
-        if kinds is None:
-            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
-            raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
-        cuts: list[int] = kinds.nonzero()[0].tolist()
-        tokens: list[int] = arr[cuts].tolist()
-        if not self._structural.issuperset(tokens):  # ids that are no token
-            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
         byte_ends = self._byte_ends
         if n <= _JOIN_MAX:
             self._feed_joined(ids, arr, cuts, tokens)
@@ -1100,6 +1071,45 @@ class StreamParser:
         self._walk(ids, arr, cuts, tokens, on_run)
         if byte_ends is not None:
             byte_ends.uncover(self._pos, ids is None and not self._one_shot)
+
+    def _scan(
+        self, ids: list[int] | None, arr: np.ndarray | None
+    ) -> tuple[np.ndarray, list[int], list[int]]:
+        """The ids as an integer array, with the positions of the structural ids and
+        those ids; ``ValueError`` names the first id that is no token (positions count
+        from ``self._pos``)."""
+        if arr is None:
+            assert ids is not None
+            try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
+                if len(ids) <= _JOIN_MAX:  # struct packs short lists faster than array
+                    arr = np.frombuffer(struct.pack(f"{len(ids)}q", *ids), dtype=np.int64)
+                else:
+                    arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
+            except (OverflowError, TypeError, ValueError, struct.error):
+                self._table.check_ids(ids, self._pos)
+                raise ValueError("token_ids: expected integers") from None
+        elif arr.dtype.kind not in "iu":
+            self._table.check_ids(arr.tolist(), self._pos)
+            raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
+        # One lookup checks every id and finds the structural ones: ids beyond the
+        # vocabulary are clipped to the table's last entry (not a token). NumPy would read a
+        # negative index, or a uint64 one beyond int64, from the end: those are kept apart.
+        if arr.dtype.kind == "i":
+            kinds = None if arr.min() < 0 else self._kinds.take(arr, mode="clip")
+        elif arr.dtype.itemsize >= 8:  # (a max, not a clipped copy: no 8 bytes per id)
+            kinds = None if arr.max() >= self._vocab_size else self._kinds.take(arr, mode="clip")
+        else:
+            kinds = self._kinds.take(arr, mode="clip")
+        if kinds is None:
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+            raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
+        cuts: list[int] = kinds.nonzero()[0].tolist()
+        tokens: list[int] = arr[cuts].tolist()
+        if not self._structural.issuperset(tokens):  # ids that are no token
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+        return arr, cuts, tokens
 
     def _walk(
         self,
@@ -1135,12 +1145,7 @@ class StreamParser:
         ordinary text of the whole chunk is joined once (structural ids count no bytes)
         and each run between structural ids is a slice of it (of its decoded text when
         it is ASCII: what decoding the run's bytes gives)."""
-        n = len(arr)
-        lengths = self._text_len[arr]
-        ends = lengths.cumsum()
-        # Byte k of the text is flat[stops[id] - ends[i] + k] for the token i holding it.
-        offsets = self._text_stops[arr] - ends
-        data = self._table.gather_bytes(offsets, int(ends[-1]) if n else 0, lengths)
+        data, ends = self._chunk_bytes(arr)
         byte_ends = self._byte_ends
         if byte_ends is not None:
             byte_ends.cover(arr, self._pos, ends)
@@ -1179,6 +1184,16 @@ class StreamParser:
 
         self._walk(ids, arr, cuts, tokens, on_run)
 
+    def _chunk_bytes(self, arr: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """The ordinary text of the ids ``arr`` joined (structural ids count no bytes),
+        with each id's cumulative byte end."""
+        lengths = self._text_len[arr]
+        ends = lengths.cumsum()
+        # Byte k of the text is flat[stops[id] - ends[i] + k] for the token i holding it.
+        offsets = self._text_stops[arr] - ends
+        data = self._table.gather_bytes(offsets, int(ends[-1]) if len(arr) else 0, lengths)
+        return data, ends
+
     def _run_large(self, arr: np.ndarray) -> None:
         """Like :meth:`_run` for a long run given as an array: its bytes gathered and its
         byte offsets computed with NumPy."""
@@ -1209,10 +1224,61 @@ class StreamParser:
                 self._trailing.append(t)
 
     def parse(self, token_ids: Sequence[int] | np.ndarray) -> ParseResult:
-        """All the sampled ids at once: :meth:`feed` then :meth:`finish`."""
+        """All the sampled ids at once: :meth:`feed` then :meth:`finish` (or the format's
+        one-shot path, :meth:`_parse_runs`, which gives the same result)."""
         self._one_shot = True
+        if (
+            self.asm.events is None
+            and not self._pos
+            and not self._finished
+            and self._byte_ends is None
+            and type(self)._parse_runs is not StreamParser._parse_runs
+        ):
+            runs = self._batch_runs(token_ids)
+            result = None if runs is None else self._parse_runs(runs)
+            if result is not None:
+                return result
         self.feed(token_ids)
         return self.finish()
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """A format's one-shot parse of a whole completion, without events: the result
+        :meth:`feed` then :meth:`finish` give, or ``None`` to take that path (for what the
+        format does not read this way, e.g. malformed structure). It may set the parts and
+        spans of ``self.asm``, ``_stop_id`` and ``_trailing`` and return :meth:`_result`."""
+        return None
+
+    def _batch_runs(self, token_ids: Sequence[int] | np.ndarray) -> BatchRuns | None:
+        """``token_ids`` split at the structural ids for :meth:`_parse_runs`, or ``None``
+        for ids the general path takes in other ways (few, very many, not a list or a
+        1-D array)."""
+        if type(token_ids) is list:
+            ids: list[int] | None = token_ids
+            arr = None
+            n = len(token_ids)
+        elif isinstance(token_ids, np.ndarray) and token_ids.ndim == 1:
+            ids = None
+            arr = token_ids
+            n = arr.size
+        else:
+            return None
+        if not _SMALL_CHUNK < n <= _JOIN_MAX:
+            return None
+        arr, cuts, tokens = self._scan(ids, arr)
+        data, ends = self._chunk_bytes(arr)
+        bounds: list[int] = ends[cuts].tolist() if cuts else []
+        bounds.append(len(data))
+        starts = [0, *bounds[:-1]]
+        # Each run decoded on its own, as the engine does (it flushes its decoder at every
+        # structural id); an ASCII chunk's runs are slices of its text.
+        if data.isascii():
+            text = data.decode("ascii")
+            texts = [text[a:b] for a, b in zip(starts, bounds, strict=True)]
+        else:
+            texts = [
+                data[a:b].decode("utf-8", "replace") for a, b in zip(starts, bounds, strict=True)
+            ]
+        return BatchRuns(texts, tokens, cuts, n, arr if ids is None else ids)
 
     def finish(self) -> ParseResult:
         """End of the sampled ids: close what is open and return the result."""
@@ -1260,6 +1326,25 @@ class StreamParser:
         if trailing:  # decoded when read
             _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRuns:
+    """A whole completion split at its structural ids (:meth:`StreamParser._parse_runs`):
+    ``texts[j]`` is the text of the ordinary ids before structural id ``tokens[j]`` (at
+    position ``cuts[j]``), decoded as the engine decodes a run, and ``texts[-1]`` the text
+    after the last one; ``count`` ids in all."""
+
+    texts: list[str]
+    tokens: list[int]
+    cuts: list[int]
+    count: int
+    ids: list[int] | np.ndarray
+
+    def after(self, position: int) -> list[int]:
+        """The ids after ``position`` (what trails a stop token there)."""
+        rest = self.ids[position + 1 :]
+        return rest.tolist() if isinstance(rest, np.ndarray) else rest
 
 
 _NOT_THROUGH: tuple[bool, MarkerScanner | None] = (False, None)
