@@ -106,6 +106,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     MarkerScanner,
     ParseResult,
     StreamParser,
@@ -136,6 +137,8 @@ _ARGUMENT_MARKER = "<|tool_call_argument_begin|>"
 # Misspellings of the section markers that models have sampled; not tokens, so text.
 _SECTION_BEGIN_TEXT = b"<|tool_call_section_begin|>"
 _SECTION_END_TEXT = b"<|tool_call_section_end|>"
+_SECTION_BEGIN_STR = _SECTION_BEGIN_TEXT.decode()
+_SECTION_END_STR = _SECTION_END_TEXT.decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -798,6 +801,87 @@ class _KimiK2Parser(StreamParser):
         else:  # <|im_user|>, <|im_assistant|>, <|im_system|>: the model began another turn
             self._issue(pos, "a new turn began before <|im_end|>: the message ends here")
             self._end_message(pos)
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of a completion whose structure is in order (think blocks,
+        text, a section of whole calls with nothing but whitespace between them, then the
+        stop token): the parts :meth:`_on_token` and the assembler make, each region's
+        text being one run. Anything else (an issue to report, a section marker spelled
+        as text) takes the general path."""
+        r = self._r
+        texts = runs.texts
+        cuts = runs.cuts
+        if any(_SECTION_BEGIN_STR in t or _SECTION_END_STR in t for t in texts):
+            return None
+        ends = self._stop_ids | self._eos_ids
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        state, start = self._state, 0  # TEXT, or THINKING where the prompt opened it
+        call_id = ""  # the text of the open call's id
+        stop_id = None
+        j = -1
+        for j, t in enumerate(runs.tokens):
+            pos = cuts[j]
+            text = texts[j]
+            if state == _CALL_ID and t == r.argument_begin:
+                call_id, state = text, _CALL_ARGS
+                continue
+            if state in (_CALL_ID, _CALL_ARGS):
+                if t != r.call_end:
+                    return None
+                segments = [text] if state == _CALL_ID else [call_id, text]
+                parts.append(_tool_call_from_body(segments, False))
+                spans.append((start, pos + 1))
+                state, start = _SECTION, pos + 1
+                continue
+            if state == _SECTION and text.strip():
+                return None  # text inside the section: reported
+            closes = (
+                (t == r.section_begin and state != _SECTION)
+                or (t == r.call_begin and state == _SECTION)
+                or (t == r.section_end and state == _SECTION)
+                or (t == r.think and state == TEXT)
+                or (t == r.think_end and state == THINKING)
+                or (t in ends and state == TEXT)
+            )
+            if not closes:
+                return None
+            if text:
+                parts.append(ThinkingPart(text) if state == THINKING else TextPart(text))
+                spans.append((start, pos + 1 if t == r.think_end else pos))
+            if t == r.section_begin or t == r.call_end:
+                state, start = _SECTION, pos + 1
+            elif t == r.call_begin:
+                state, start = _CALL_ID, pos
+            elif t == r.section_end or t == r.think_end:
+                state, start = TEXT, pos + 1
+            elif t == r.think:
+                state, start = THINKING, pos
+            else:
+                stop_id = t
+                break
+        if stop_id is None:  # cut off: what is open is incomplete
+            text = texts[j + 1]
+            end = runs.count
+            if state in (_CALL_ID, _CALL_ARGS):
+                segments = [text] if state == _CALL_ID else [call_id, text]
+                parts.append(_tool_call_from_body(segments, True))
+                spans.append((start, end))
+            elif state == _SECTION and text.strip():
+                return None
+            elif text or state == THINKING:
+                cut = ThinkingPart if state == THINKING else TextPart
+                parts.append(cut(text, None, True))
+                spans.append((start, end))
+        else:
+            self._stop_id = stop_id
+            self._trailing = runs.after(cuts[j])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         self._flush_scanner()

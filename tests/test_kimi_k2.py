@@ -1303,3 +1303,33 @@ def test_text_section_marker_after_a_long_run_maps_to_its_tokens(variant: Varian
             (done_start, len(ids) - 1),
         )
         assert res.termination is Termination.STOP and not res.issues
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+@pytest.mark.parametrize("variant", [K2, K2_THINKING], ids=repr)
+def test_completions_parse_on_the_one_shot_path_as_fed(
+    variant: Variant, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions of about 1k tokens (reasoning, text, a section of three calls, one of
+    them without its argument marker when malformed, cut off when truncated) take the
+    one-shot path, which must give what feeding the ids gives."""
+    from renderers.bench.workloads import completions
+    from renderers.kimi_k2 import _KimiK2Parser
+
+    r = variant.renderer
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    parser = r.stream_parser(_events=False)
+    parser.feed(tuple(ids))
+    expected = parser.finish()
+    taken = []
+    one_shot = _KimiK2Parser._parse_runs
+
+    def spy(self: _KimiK2Parser, runs: Any) -> Any:
+        result = one_shot(self, runs)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(_KimiK2Parser, "_parse_runs", spy)
+    assert r.parse_response(ids) == expected
+    assert taken == [True]
+    assert len(expected.message.parts) >= 5

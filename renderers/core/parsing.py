@@ -1231,7 +1231,6 @@ class StreamParser:
             self.asm.events is None
             and not self._pos
             and not self._finished
-            and self._byte_ends is None
             and type(self)._parse_runs is not StreamParser._parse_runs
         ):
             runs = self._batch_runs(token_ids)
