@@ -147,6 +147,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     MarkerScanner,
     ParseResult,
     StreamParser,
@@ -899,10 +900,84 @@ class _V31Parser(_DeepSeekParser):
             call_separator="",
         )
         self._think = r.think
+        self._think_end = r.think_end
+        self._thinking = thinking
         if thinking:
             self.asm.open(THINKING, 0, explicit=True)
         else:
             self.asm.open(TEXT, 0)
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of a completion in order (think blocks, text, a section of
+        whole calls closed before the stop token): the parts :meth:`_on_token` and the
+        assembler make, each region's text being one run. Anything else (an issue to
+        report) takes the general path."""
+        r = self._r
+        texts = runs.texts
+        cuts = runs.cuts
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        kind = THINKING if self._thinking else TEXT
+        explicit = self._thinking
+        start = 0
+        in_section = False
+        segments: list[str] = []  # the open call's text before each separator
+        stop_id = None
+        j = -1
+        for j, t in enumerate(runs.tokens):
+            pos = cuts[j]
+            text = texts[j]
+            if kind == TOOL_CALL:
+                if t == r.sep:
+                    segments.append(text)
+                elif t == r.call_end:
+                    parts.append(self._build([*segments, text], False))
+                    spans.append((start, pos + 1))
+                    kind, start, explicit = TEXT, pos + 1, False
+                else:
+                    return None
+                continue
+            if t == r.call_begin and in_section:
+                after, next_start = TOOL_CALL, pos
+                segments = []
+            elif t == r.calls_begin and not in_section and kind == TEXT:
+                after, next_start, in_section = TEXT, pos + 1, True
+            elif t == r.calls_end and in_section:
+                after, next_start, in_section = TEXT, pos + 1, False
+            elif t == self._think and kind == TEXT and not in_section:
+                after, next_start = THINKING, pos
+            elif t == self._think_end and kind == THINKING:
+                after, next_start = TEXT, pos + 1
+            elif t == r.eos and kind == TEXT and not in_section:
+                after, next_start = TEXT, pos
+                stop_id = t
+            else:
+                return None
+            if text:
+                parts.append(ThinkingPart(text) if kind == THINKING else TextPart(text))
+                spans.append((start, pos + 1 if t == self._think_end else pos))
+            if stop_id is not None:
+                break
+            kind, start, explicit = after, next_start, after == THINKING
+        if stop_id is None:  # cut off: what is open is incomplete
+            text = texts[j + 1]
+            end = runs.count
+            if kind == TOOL_CALL:
+                parts.append(self._build([*segments, text], True))
+                spans.append((start, end))
+            elif text or explicit:
+                cut = ThinkingPart if kind == THINKING else TextPart
+                parts.append(cut(text, None, True))
+                spans.append((start, end))
+        else:
+            self._stop_id = stop_id
+            self._trailing = runs.after(cuts[j])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
 
     def _on_think_token(self, token_id: int, pos: int) -> None:
         asm = self.asm

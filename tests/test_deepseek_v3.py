@@ -1751,3 +1751,36 @@ def test_v3_reasoning_marker_after_a_long_run_maps_to_its_tokens(v3: DeepSeekV3R
         assert parsed.message.parts == (ThinkingPart(LONG_REASONING), TextPart("The answer."))
         assert parsed.spans == ((0, end), (end, len(ids) - 1))
         assert parsed.termination is Termination.STOP
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+@pytest.mark.parametrize("thinking", [False, True])
+def test_v31_completions_parse_on_the_one_shot_path_as_fed(
+    kind: str, thinking: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V3.1 completions of about 1k tokens (reasoning, text, a section of three calls, one
+    of them invalid JSON when malformed, cut off when truncated) take the one-shot path,
+    which must give what feeding the ids gives."""
+    from renderers.bench.workloads import completions
+    from renderers.deepseek_v3 import _V31Parser
+
+    options: dict[str, Any] = (
+        {"thinking": True, "keep_thinking": True} if thinking else {"reasoning": "drop"}
+    )
+    r = DeepSeekV31Renderer(tokenizer_for(V31), **options)
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    parser = r.stream_parser(_events=False)
+    parser.feed(tuple(ids))
+    expected = parser.finish()
+    taken = []
+    one_shot = _V31Parser._parse_runs
+
+    def spy(self: _V31Parser, runs: Any) -> Any:
+        result = one_shot(self, runs)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(_V31Parser, "_parse_runs", spy)
+    assert r.parse_response(ids) == expected
+    assert taken == [True]
+    assert len(expected.message.parts) >= 4

@@ -1551,6 +1551,21 @@ def test_a_one_shot_parse_equals_feeding_the_ids(spec: Spec, data: st.DataObject
     count(f"one-shot parse == fed [{spec!r}]")
 
 
+@spec_param
+def test_text_then_any_marker_cut_off_parses_in_one_shot_as_fed(spec: Spec) -> None:
+    """Text long enough for the one-shot path, then each structural token the parser
+    knows, then nothing or one more token: what a completion cut off just after a marker
+    looks like (an empty open region must still become its part when it is explicit)."""
+    r = spec.renderer()
+    text = r.table.encode(" lorem ipsum dolor" * 20)
+    for t in sorted(_structural(r)):
+        for tail in ([], text[:1]):
+            ids = [*text, t, *tail]
+            parser = r.stream_parser(_events=False)
+            parser.feed(tuple(ids))  # a tuple: never the one-shot path
+            assert r.parse_response(ids) == parser.finish(), r.table.control_text(t)
+
+
 _JSON_WS = st.sampled_from(["", " ", "\n", "\t", "  ", "\r\n"])
 _JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
