@@ -52,6 +52,7 @@ __all__ = [
     "MessageFinished",
     "MessageSink",
     "MessageStarted",
+    "PlannedMessage",
 ]
 
 
@@ -343,6 +344,19 @@ _KEPT_HEADERS: dict[tuple[Any, ...], tuple[Header, str | None, tuple[Problem, ..
 
 # -- the state machine -------------------------------------------------------------------
 
+
+@dataclass(frozen=True, slots=True)
+class PlannedMessage:
+    """One message of :meth:`HarmonyMachine.plan`: its header, its body text, where it
+    ends (exclusive), its end token's name, and whether the input was cut off in it."""
+
+    header: Header
+    body: str
+    end: int
+    end_token: str | None
+    truncated: bool
+
+
 _EXPECT_START, _HEADER, _BODY, _HALTED = 0, 1, 2, 3
 
 
@@ -435,6 +449,79 @@ class HarmonyMachine:
     def halt(self) -> None:
         """Ignore all further input (the driver stopped reading)."""
         self._state = _HALTED
+
+    def plan(
+        self,
+        texts: Sequence[str],
+        tokens: Sequence[int],
+        cuts: Sequence[int],
+        count: int,
+        stops: frozenset[int],
+    ) -> tuple[list[PlannedMessage], int | None] | None:
+        """A whole input read at once, for a one-shot parse: ``texts[j]`` is the text
+        before control token ``tokens[j]`` (at ``cuts[j]``), ``texts[-1]`` the text after
+        the last, ``count`` ids in all, and ``stops`` the ids that end the input. Returns
+        the messages (in canonical shape: headers the machine reads without a problem it
+        reports, a body ended by its end token, or cut off) and the index in ``tokens`` of
+        the stop token if one ended the input; ``None`` for anything else, which
+        :meth:`token` and :meth:`end` report. The machine itself is left unchanged."""
+        tk = self._tk
+        ends = self._ends
+        if self._state != _HEADER or self._stray:
+            return None
+        kinds = list(self._kinds)
+        segments = ["".join(chunks) for chunks in self._texts]
+        marks = list(self._marks)
+        given = self._given
+        state = _HEADER
+        header: Header | None = None
+        messages: list[PlannedMessage] = []
+        for j, t in enumerate(tokens):
+            pos = cuts[j]
+            text = texts[j]
+            if state == _HEADER:
+                segments[-1] += text
+            elif text and state == _EXPECT_START:
+                return None  # text between messages
+            end_name = ends.get(t)
+            if end_name is not None or t in stops:
+                if state == _BODY:
+                    assert header is not None
+                    messages.append(PlannedMessage(header, text, pos + 1, end_name, False))
+                    state = _EXPECT_START
+                elif state == _HEADER or end_name is not None:
+                    return None
+                if t in stops:
+                    return messages, j
+            elif t == tk.message and state == _HEADER:
+                header, body, problems = read_header(
+                    kinds,
+                    segments,
+                    marks,
+                    role=given,
+                    default_role=self._default_role,
+                    valid_channels=self._valid_key,
+                    missing_message=False,
+                )
+                if body or header.stray or any(not silent for _, silent, _ in problems):
+                    return None
+                state = _BODY
+            elif t == tk.start and state == _EXPECT_START:
+                state, given, kinds, segments, marks = _HEADER, None, [_ROLE], [""], [pos]
+            elif (t == tk.channel or t == tk.constrain) and state == _HEADER:
+                kinds.append(_CHANNEL if t == tk.channel else _CONSTRAIN)
+                segments.append("")
+                marks.append(pos)
+            else:
+                return None
+        if state == _HEADER:
+            return None
+        if state == _BODY:
+            assert header is not None
+            messages.append(PlannedMessage(header, texts[-1], count, None, True))
+        elif texts[-1]:
+            return None
+        return messages, None
 
     # -- input -------------------------------------------------------------------------------
 

@@ -110,6 +110,7 @@ from harmony import (
     drop_analysis,
     functions_namespace,
 )
+from harmony.parser import PlannedMessage
 from renderers.core.messages import (
     Message,
     Part,
@@ -123,6 +124,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     Event,
     MarkerScanner,
     ParseResult,
@@ -717,6 +719,21 @@ class _PartSink:
     def close(self, end: int, end_token: str | None, truncated: bool) -> None:
         self._asm.close(end, incomplete=truncated, build=self._tool_call)
 
+    def part(self, message: PlannedMessage) -> Part | None:
+        """The part :meth:`begin`, ``body`` and :meth:`close` make of a whole message (an
+        assistant's, without stray header words)."""
+        header = message.header
+        text = message.body
+        if header.recipient is not None:
+            self._header = header
+            return self._tool_call([text], message.truncated)
+        if not text:
+            return None
+        if header.channel == "analysis":
+            return ThinkingPart(text, None, message.truncated)
+        channel = None if header.channel == "final" else header.channel
+        return TextPart(text, channel, message.truncated)
+
     def _tool_call(self, segments: list[str], incomplete: bool) -> Part:
         header = self._header
         assert header is not None and header.recipient is not None
@@ -769,6 +786,37 @@ class _GptOssParser(StreamParser):
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return self.machine.in_body, None  # body text goes straight to the part
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of assistant messages in canonical shape (what
+        :meth:`HarmonyMachine.plan` reads): one part per message, as the sink makes it.
+        Anything else (an issue to report, another role's message) takes the general
+        path."""
+        planned = self.machine.plan(
+            runs.texts, runs.tokens, runs.cuts, runs.count, self._stop_ids | self._eos_ids
+        )
+        if planned is None:
+            return None
+        messages, stop = planned
+        sink = _PartSink(self)
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        for message in messages:
+            if message.header.role != "assistant":
+                return None
+            part = sink.part(message)
+            if part is not None:
+                parts.append(part)
+                spans.append((message.header.start, message.end))
+        if stop is not None:
+            self._stop_id = runs.tokens[stop]
+            self._trailing = runs.after(runs.cuts[stop])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
 
     def _feed(self, token_ids: Sequence[int] | np.ndarray[Any, Any]) -> list[Event]:
         # Not on the one-token hot path, which takes ordinary text inside a body only:

@@ -1066,3 +1066,49 @@ def test_header_words_the_format_has_no_place_for_are_kept_as_text(
     assert result.message.text.startswith(stray), result
     kept = "".join(p.text for p in result.message.parts if isinstance(p, TextPart | ThinkingPart))
     assert kept.replace(stray, "", 1).endswith("" if "to=" in channel else body), result
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+def test_completions_parse_on_the_one_shot_path_as_fed(
+    r: GptOssRenderer, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions of about 1k tokens (analysis then a final answer, cut off when
+    truncated) take the one-shot path, which must give what feeding the ids gives; so
+    must a tool call with invalid JSON arguments after an analysis message, and a
+    completion cut off inside its analysis."""
+    from renderers.bench.workloads import TOOLS as BENCH_TOOLS
+    from renderers.bench.workloads import completions
+    from renderers.gpt_oss import _GptOssParser
+
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    call = r.build_supervised_example(
+        [
+            {"role": "user", "content": "Go."},
+            Message(
+                "assistant",
+                [
+                    ThinkingPart("look it up " * 30),
+                    UnparsedToolCallPart('{"query": oops', "bad", name="search"),
+                ],
+            ),
+        ],
+        tools=BENCH_TOOLS,
+    )
+    call_ids = call.tokens[call.weights > 0].tolist()
+    taken = []
+    one_shot = _GptOssParser._parse_runs
+
+    def spy(self: _GptOssParser, runs: Any) -> Any:
+        result = one_shot(self, runs)
+        taken.append(result is not None)
+        return result
+
+    for sample in (ids, call_ids, ids[: len(ids) // 4]):  # the last cut inside the analysis
+        parser = r.stream_parser(_events=False)
+        parser.feed(tuple(sample))
+        expected = parser.finish()
+        with monkeypatch.context() as m:
+            m.setattr(_GptOssParser, "_parse_runs", spy)
+            assert r.parse_response(sample) == expected
+        assert len(expected.message.parts) >= (1 if sample is not ids else 2)
+    assert taken == [True, True, True]
