@@ -503,8 +503,8 @@ class HarmonyMachine:
                     valid_channels=self._valid_key,
                     missing_message=False,
                 )
-                if body or header.stray or any(not silent for _, silent, _ in problems):
-                    return None
+                if body or header.stray or any(self._strict or not s for _, s, _ in problems):
+                    return None  # (a strict machine raises on the silent ones too)
                 state = _BODY
             elif t == tk.start and state == _EXPECT_START:
                 state, given, kinds, segments, marks = _HEADER, None, [_ROLE], [""], [pos]
