@@ -133,6 +133,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from renderers.core.messages import (
     Message,
     Part,
@@ -152,6 +154,7 @@ from renderers.core.parsing import (
     ParseResult,
     StreamParser,
     ToolCallBuilder,
+    without_prefix,
 )
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (
@@ -799,6 +802,8 @@ class _DeepSeekParser(StreamParser):
         self._call_separator = call_separator
         self._in_section = False
         self._call_tokens = frozenset((r.calls_begin, r.calls_end, r.call_begin, r.call_end, r.sep))
+        self._think_id: int | None = None  # the think tokens, where the format has them
+        self._think_end_id: int | None = None
         self._on_text = self.asm.write  # type: ignore[method-assign]
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
@@ -870,6 +875,91 @@ class _DeepSeekParser(StreamParser):
         else:
             self._on_think_token(token_id, pos)
 
+    def _parse_in_order(
+        self,
+        runs: BatchRuns,
+        first: str,
+        kind: str,
+        start: int,
+        prefix: str,
+        head: Sequence[tuple[Part, tuple[int, int]]] = (),
+    ) -> ParseResult | None:
+        """The one-shot parse of a completion in order (think blocks, text, a section of
+        whole calls closed before the stop token): the parts :meth:`_on_token` and the
+        assembler make, each region's text being one run. The first run's text is
+        ``first``, in a region of ``kind`` opened at ``start`` with ``prefix`` to strip,
+        after the parts ``head`` (with their spans). Anything else (an issue to report)
+        takes the general path."""
+        r = self._r
+        texts = runs.texts
+        cuts = runs.cuts
+        parts: list[Part | None] = [part for part, _ in head]
+        spans: list[tuple[int, int]] = [span for _, span in head]
+        explicit = kind == THINKING
+        in_section = False
+        segments: list[str] = []  # the open call's text before each separator
+        stop_id = None
+        j = -1
+        for j, t in enumerate(runs.tokens):
+            pos = cuts[j]
+            text = texts[j] if j else first
+            if prefix:
+                text = without_prefix(text, prefix)
+            if kind == TOOL_CALL:
+                if t == r.sep:
+                    segments.append(text)
+                elif t == r.call_end:
+                    parts.append(self._build([*segments, text], False))
+                    spans.append((start, pos + 1))
+                    kind, start, explicit = TEXT, pos + 1, False
+                    prefix = self._call_separator
+                else:
+                    return None
+                continue
+            if t == r.call_begin and in_section:
+                after, next_start = TOOL_CALL, pos
+                segments = []
+            elif t == r.calls_begin and not in_section and kind == TEXT:
+                after, next_start, in_section = TEXT, pos + 1, True
+            elif t == r.calls_end and in_section:
+                after, next_start, in_section = TEXT, pos + 1, False
+            elif t == self._think_id and kind == TEXT and not in_section:
+                after, next_start = THINKING, pos
+            elif t == self._think_end_id and kind == THINKING:
+                after, next_start = TEXT, pos + 1
+            elif t == r.eos and kind == TEXT and not in_section:
+                after, next_start = TEXT, pos
+                stop_id = t
+            else:
+                return None
+            if text:
+                parts.append(ThinkingPart(text) if kind == THINKING else TextPart(text))
+                spans.append((start, pos + 1 if t == self._think_end_id else pos))
+            if stop_id is not None:
+                break
+            kind, start, explicit, prefix = after, next_start, after == THINKING, ""
+        if stop_id is None:  # cut off: what is open is incomplete
+            text = texts[j + 1] if j >= 0 else first
+            if prefix:
+                text = without_prefix(text, prefix)
+            end = runs.count
+            if kind == TOOL_CALL:
+                parts.append(self._build([*segments, text], True))
+                spans.append((start, end))
+            elif text or explicit:
+                cut = ThinkingPart if kind == THINKING else TextPart
+                parts.append(cut(text, None, True))
+                spans.append((start, end))
+        else:
+            self._stop_id = stop_id
+            self._trailing = runs.after(cuts[j])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
+
     def _on_think_token(self, token_id: int, pos: int) -> None:
         self._unexpected(token_id, pos)
 
@@ -899,8 +989,8 @@ class _V31Parser(_DeepSeekParser):
             build=_v31_tool_call,
             call_separator="",
         )
-        self._think = r.think
-        self._think_end = r.think_end
+        self._think = self._think_id = r.think
+        self._think_end_id = r.think_end
         self._thinking = thinking
         if thinking:
             self.asm.open(THINKING, 0, explicit=True)
@@ -908,76 +998,10 @@ class _V31Parser(_DeepSeekParser):
             self.asm.open(TEXT, 0)
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of a completion in order (think blocks, text, a section of
-        whole calls closed before the stop token): the parts :meth:`_on_token` and the
-        assembler make, each region's text being one run. Anything else (an issue to
-        report) takes the general path."""
-        r = self._r
-        texts = runs.texts
-        cuts = runs.cuts
-        parts: list[Part | None] = []
-        spans: list[tuple[int, int]] = []
+        """See :meth:`_DeepSeekParser._parse_in_order`; the completion may start inside
+        the reasoning (thinking mode)."""
         kind = THINKING if self._thinking else TEXT
-        explicit = self._thinking
-        start = 0
-        in_section = False
-        segments: list[str] = []  # the open call's text before each separator
-        stop_id = None
-        j = -1
-        for j, t in enumerate(runs.tokens):
-            pos = cuts[j]
-            text = texts[j]
-            if kind == TOOL_CALL:
-                if t == r.sep:
-                    segments.append(text)
-                elif t == r.call_end:
-                    parts.append(self._build([*segments, text], False))
-                    spans.append((start, pos + 1))
-                    kind, start, explicit = TEXT, pos + 1, False
-                else:
-                    return None
-                continue
-            if t == r.call_begin and in_section:
-                after, next_start = TOOL_CALL, pos
-                segments = []
-            elif t == r.calls_begin and not in_section and kind == TEXT:
-                after, next_start, in_section = TEXT, pos + 1, True
-            elif t == r.calls_end and in_section:
-                after, next_start, in_section = TEXT, pos + 1, False
-            elif t == self._think and kind == TEXT and not in_section:
-                after, next_start = THINKING, pos
-            elif t == self._think_end and kind == THINKING:
-                after, next_start = TEXT, pos + 1
-            elif t == r.eos and kind == TEXT and not in_section:
-                after, next_start = TEXT, pos
-                stop_id = t
-            else:
-                return None
-            if text:
-                parts.append(ThinkingPart(text) if kind == THINKING else TextPart(text))
-                spans.append((start, pos + 1 if t == self._think_end else pos))
-            if stop_id is not None:
-                break
-            kind, start, explicit = after, next_start, after == THINKING
-        if stop_id is None:  # cut off: what is open is incomplete
-            text = texts[j + 1]
-            end = runs.count
-            if kind == TOOL_CALL:
-                parts.append(self._build([*segments, text], True))
-                spans.append((start, end))
-            elif text or explicit:
-                cut = ThinkingPart if kind == THINKING else TextPart
-                parts.append(cut(text, None, True))
-                spans.append((start, end))
-        else:
-            self._stop_id = stop_id
-            self._trailing = runs.after(cuts[j])
-        self._done = self._finished = True
-        self._pos = runs.count
-        self.asm.kind = None
-        self.asm.parts = parts
-        self.asm.spans = spans
-        return self._result()
+        return self._parse_in_order(runs, runs.texts[0], kind, 0, "")
 
     def _on_think_token(self, token_id: int, pos: int) -> None:
         asm = self.asm
@@ -1024,6 +1048,28 @@ class _V3Parser(_DeepSeekParser):
         self._head = b""
         self._scanner = self._new_scanner()
         self.asm.open(TEXT, 0)
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """See :meth:`_DeepSeekParser._parse_in_order`, after a reasoning block that
+        begins the completion and closes within its first run (else the general path)."""
+        first = runs.texts[0]
+        if not first.startswith(THINK):
+            return self._parse_in_order(runs, first, TEXT, 0, "")
+        end = first.find(THINK_END, len(THINK))
+        if end < 0:
+            return None  # reasoning still open at a control token or cut off
+        after = end + len(THINK_END)
+        if "\ufffd" in first[:after]:
+            return None  # (byte offsets below count characters as UTF-8)
+        # The think part ends with the token holding the marker's last byte; the text
+        # region starts there too when that token holds more.
+        byte = len(first[:after].encode())
+        byte_ends = runs.byte_ends
+        last = int(np.searchsorted(byte_ends, byte - 1, side="right"))
+        start = last + 1 if int(byte_ends[last]) == byte else last
+        thinking = without_prefix(first[len(THINK) : end], "\n").removesuffix("\n")
+        head = [(ThinkingPart(thinking), (0, last + 1))] if thinking else []
+        return self._parse_in_order(runs, first[after:], TEXT, start, "\n\n", head)
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         phase = self._phase

@@ -1784,3 +1784,44 @@ def test_v31_completions_parse_on_the_one_shot_path_as_fed(
     assert r.parse_response(ids) == expected
     assert taken == [True]
     assert len(expected.message.parts) >= 4
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+def test_v3_completions_parse_on_the_one_shot_path_as_fed(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeepSeek-V3 completions of about 1k tokens (R1-style reasoning written as text,
+    text, a section of three calls, one of them invalid JSON when malformed, cut off
+    when truncated) take the one-shot path, which must give what feeding the ids gives;
+    so must the same completion with its reasoning marker ending mid-token."""
+    from renderers.bench.workloads import completions
+    from renderers.deepseek_v3 import _V3Parser
+
+    r = DeepSeekV3Renderer(tokenizer_for(V3), render_thinking=True, fix_tool_format=True)
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    end = r.table.encode("</think>\n\n")
+    at = next(k for k in range(len(ids)) if ids[k : k + len(end)] == end)
+    # "</think>" then "\n\nx" in one token's worth of text: the text region starts there.
+    glued = [
+        *ids[:at],
+        *r.table.encode("</think>"),
+        *r.table.encode("\n\nx"),
+        *ids[at + len(end) :],
+    ]
+    taken = []
+    one_shot = _V3Parser._parse_runs
+
+    def spy(self: _V3Parser, runs: Any) -> Any:
+        result = one_shot(self, runs)
+        taken.append(result is not None)
+        return result
+
+    for sample in (ids, glued):
+        parser = r.stream_parser(_events=False)
+        parser.feed(tuple(sample))
+        expected = parser.finish()
+        with monkeypatch.context() as m:
+            m.setattr(_V3Parser, "_parse_runs", spy)
+            assert r.parse_response(sample) == expected
+        assert len(expected.message.parts) >= 4
+    assert taken == [True, True]

@@ -38,6 +38,7 @@ from renderers.core.parsing import (
     StreamParser,
     ToolCallBuilder,
     json_object_members,
+    without_prefix,
 )
 from renderers.core.tokens import TokenTable
 
@@ -219,7 +220,7 @@ class TaggedParser(StreamParser):
                 continue
             if kind == TOOL_CALL:
                 return None
-            text = _without_prefix(texts[j], prefix) if prefix else texts[j]
+            text = without_prefix(texts[j], prefix) if prefix else texts[j]
             if t == g.think:
                 if kind != TEXT:
                     return None
@@ -260,7 +261,7 @@ class TaggedParser(StreamParser):
                 parts.append(self._build([text], True))
                 spans.append((start, end))
             else:
-                text = _without_prefix(text, prefix) if prefix else text
+                text = without_prefix(text, prefix) if prefix else text
                 if text or explicit:
                     parts.append(
                         ThinkingPart(text, None, True)
@@ -286,18 +287,6 @@ class TaggedParser(StreamParser):
             close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         asm.close(pos, incomplete=not stopped, build=self._build)
-
-
-def _without_prefix(text: str, prefix: str) -> str:
-    """``text`` without its longest beginning that begins ``prefix`` (what the assembler
-    strips of a separator the renderer writes)."""
-    if text.startswith(prefix):
-        return text[len(prefix) :]
-    n = 0
-    limit = min(len(prefix), len(text))
-    while n < limit and text[n] == prefix[n]:
-        n += 1
-    return text[n:]
 
 
 # -- JSON in tags ----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ __all__ = [
     "TextDelta",
     "json_object_members",
     "sampled_text_ids",
+    "without_prefix",
 ]
 
 TEXT = "text"
@@ -1277,7 +1278,7 @@ class StreamParser:
             texts = [
                 data[a:b].decode("utf-8", "replace") for a, b in zip(starts, bounds, strict=True)
             ]
-        return BatchRuns(texts, tokens, cuts, n, arr if ids is None else ids)
+        return BatchRuns(texts, tokens, cuts, n, arr if ids is None else ids, ends)
 
     def finish(self) -> ParseResult:
         """End of the sampled ids: close what is open and return the result."""
@@ -1339,6 +1340,8 @@ class BatchRuns:
     cuts: list[int]
     count: int
     ids: list[int] | np.ndarray
+    byte_ends: np.ndarray
+    """Per id, where its bytes end in the joined ordinary text (structural ids have none)."""
 
     def after(self, position: int) -> list[int]:
         """The ids after ``position`` (what trails a stop token there)."""
@@ -1442,6 +1445,18 @@ def _text_stops(table: TokenTable, lengths: np.ndarray) -> np.ndarray:
     stops: np.ndarray = table.start_array + lengths
     stops.flags.writeable = False
     return stops
+
+
+def without_prefix(text: str, prefix: str) -> str:
+    """``text`` without its longest beginning that begins ``prefix`` (what the assembler
+    strips of a separator the renderer writes)."""
+    if text.startswith(prefix):
+        return text[len(prefix) :]
+    n = 0
+    limit = min(len(prefix), len(text))
+    while n < limit and text[n] == prefix[n]:
+        n += 1
+    return text[n:]
 
 
 _CONTROL_PATTERNS: weakref.WeakKeyDictionary[TokenTable, re.Pattern[str] | None] = (
