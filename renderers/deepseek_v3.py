@@ -950,15 +950,7 @@ class _DeepSeekParser(StreamParser):
                 cut = ThinkingPart if kind == THINKING else TextPart
                 parts.append(cut(text, None, True))
                 spans.append((start, end))
-        else:
-            self._stop_id = stop_id
-            self._trailing = runs.after(cuts[j])
-        self._done = self._finished = True
-        self._pos = runs.count
-        self.asm.kind = None
-        self.asm.parts = parts
-        self.asm.spans = spans
-        return self._result()
+        return self._one_shot_result(runs, parts, spans, None if stop_id is None else j)
 
     def _on_think_token(self, token_id: int, pos: int) -> None:
         self._unexpected(token_id, pos)

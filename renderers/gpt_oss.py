@@ -808,15 +808,7 @@ class _GptOssParser(StreamParser):
             if part is not None:
                 parts.append(part)
                 spans.append((message.header.start, message.end))
-        if stop is not None:
-            self._stop_id = runs.tokens[stop]
-            self._trailing = runs.after(runs.cuts[stop])
-        self._done = self._finished = True
-        self._pos = runs.count
-        self.asm.kind = None
-        self.asm.parts = parts
-        self.asm.spans = spans
-        return self._result()
+        return self._one_shot_result(runs, parts, spans, stop)
 
     def _feed(self, token_ids: Sequence[int] | np.ndarray[Any, Any]) -> list[Event]:
         # Not on the one-token hot path, which takes ordinary text inside a body only:

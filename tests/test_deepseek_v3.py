@@ -59,6 +59,7 @@ from tests.corpus import (
     prompts_of,
     result,
 )
+from tests.one_shot import parsed_both_ways
 from tests.training import supervised_or_dropped
 
 V3 = "deepseek-ai/DeepSeek-V3"
@@ -1769,21 +1770,10 @@ def test_v31_completions_parse_on_the_one_shot_path_as_fed(
     )
     r = DeepSeekV31Renderer(tokenizer_for(V31), **options)
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parser = r.stream_parser(_events=False)
-    parser.feed(tuple(ids))
-    expected = parser.finish()
-    taken = []
-    one_shot = _V31Parser._parse_runs
-
-    def spy(self: _V31Parser, runs: Any) -> Any:
-        result = one_shot(self, runs)
-        taken.append(result is not None)
-        return result
-
-    monkeypatch.setattr(_V31Parser, "_parse_runs", spy)
-    assert r.parse_response(ids) == expected
-    assert taken == [True]
-    assert len(expected.message.parts) >= 4
+    parsed, fed, one_shot = parsed_both_ways(r, _V31Parser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.parts) >= 4
 
 
 @pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
@@ -1808,20 +1798,8 @@ def test_v3_completions_parse_on_the_one_shot_path_as_fed(
         *r.table.encode("\n\nx"),
         *ids[at + len(end) :],
     ]
-    taken = []
-    one_shot = _V3Parser._parse_runs
-
-    def spy(self: _V3Parser, runs: Any) -> Any:
-        result = one_shot(self, runs)
-        taken.append(result is not None)
-        return result
-
     for sample in (ids, glued):
-        parser = r.stream_parser(_events=False)
-        parser.feed(tuple(sample))
-        expected = parser.finish()
-        with monkeypatch.context() as m:
-            m.setattr(_V3Parser, "_parse_runs", spy)
-            assert r.parse_response(sample) == expected
-        assert len(expected.message.parts) >= 4
-    assert taken == [True, True]
+        parsed, fed, one_shot = parsed_both_ways(r, _V3Parser, sample, monkeypatch)
+        assert parsed == fed
+        assert one_shot
+        assert len(fed.message.parts) >= 4

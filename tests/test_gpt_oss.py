@@ -44,6 +44,7 @@ from tests.corpus import (
     prompts_of,
     result,
 )
+from tests.one_shot import parsed_both_ways
 from tests.oracle import hf_template_ids, hf_template_text
 from tests.test_harmony import COMPLETIONS, LENIENT, SCHEMAS, golden_ids, oh
 from tests.training import supervised_or_dropped
@@ -1095,20 +1096,8 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
         tools=BENCH_TOOLS,
     )
     call_ids = call.tokens[call.weights > 0].tolist()
-    taken = []
-    one_shot = _GptOssParser._parse_runs
-
-    def spy(self: _GptOssParser, runs: Any) -> Any:
-        result = one_shot(self, runs)
-        taken.append(result is not None)
-        return result
-
     for sample in (ids, call_ids, ids[: len(ids) // 4]):  # the last cut inside the analysis
-        parser = r.stream_parser(_events=False)
-        parser.feed(tuple(sample))
-        expected = parser.finish()
-        with monkeypatch.context() as m:
-            m.setattr(_GptOssParser, "_parse_runs", spy)
-            assert r.parse_response(sample) == expected
-        assert len(expected.message.parts) >= (1 if sample is not ids else 2)
-    assert taken == [True, True, True]
+        parsed, fed, one_shot = parsed_both_ways(r, _GptOssParser, sample, monkeypatch)
+        assert parsed == fed
+        assert one_shot
+        assert len(fed.message.parts) >= (1 if sample is not ids else 2)

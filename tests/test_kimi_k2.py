@@ -52,6 +52,7 @@ from tests.corpus import (
     call,
     result,
 )
+from tests.one_shot import parsed_both_ways
 from tests.oracle import chat_template_file, sandboxed_template
 from tests.training import supervised_or_dropped
 
@@ -1318,18 +1319,7 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
 
     r = variant.renderer
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parser = r.stream_parser(_events=False)
-    parser.feed(tuple(ids))
-    expected = parser.finish()
-    taken = []
-    one_shot = _KimiK2Parser._parse_runs
-
-    def spy(self: _KimiK2Parser, runs: Any) -> Any:
-        result = one_shot(self, runs)
-        taken.append(result is not None)
-        return result
-
-    monkeypatch.setattr(_KimiK2Parser, "_parse_runs", spy)
-    assert r.parse_response(ids) == expected
-    assert taken == [True]
-    assert len(expected.message.parts) >= 5
+    parsed, fed, one_shot = parsed_both_ways(r, _KimiK2Parser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.parts) >= 5

@@ -27,6 +27,7 @@ from renderers import (
 )
 from renderers.qwen3 import Qwen3Renderer
 from tests.corpus import CORPUS, Conversation, prompts_of
+from tests.one_shot import parsed_both_ways
 from tests.oracle import hf_template_ids
 from tests.training import supervised_or_dropped
 
@@ -734,20 +735,8 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     from renderers.bench.workloads import completions
     from renderers.core.grammars import TaggedParser
 
-    r = qwen3
-    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parser = r.stream_parser(_events=False)
-    parser.feed(tuple(ids))
-    expected = parser.finish()
-    taken = []
-    one_shot = TaggedParser._parse_runs
-
-    def spy(self: TaggedParser, runs: Any) -> Any:
-        result = one_shot(self, runs)
-        taken.append(result is not None)
-        return result
-
-    monkeypatch.setattr(TaggedParser, "_parse_runs", spy)
-    assert r.parse_response(ids) == expected
-    assert taken == [True]
-    assert len(expected.message.parts) >= 5
+    ids = next(c.ids for c in completions(qwen3, 1000) if c.kind == kind)
+    parsed, fed, one_shot = parsed_both_ways(qwen3, TaggedParser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.parts) >= 5

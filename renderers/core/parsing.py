@@ -1244,9 +1244,30 @@ class StreamParser:
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
         """A format's one-shot parse of a whole completion, without events: the result
         :meth:`feed` then :meth:`finish` give, or ``None`` to take that path (for what the
-        format does not read this way, e.g. malformed structure). It may set the parts and
-        spans of ``self.asm``, ``_stop_id`` and ``_trailing`` and return :meth:`_result`."""
+        format does not read this way, e.g. malformed structure); it returns
+        :meth:`_one_shot_result`."""
         return None
+
+    def _one_shot_result(
+        self,
+        runs: BatchRuns,
+        parts: list[Part | None],
+        spans: list[tuple[int, int]],
+        stop: int | None,
+    ) -> ParseResult:
+        """The result of a one-shot parse (:meth:`_parse_runs`): ``parts`` with their
+        ``spans``, the completion ended by structural id ``runs.tokens[stop]`` (a stop
+        or end-of-sequence id; the ids after it trail) or cut off (``None``). The parser
+        is finished."""
+        if stop is not None:
+            self._stop_id = runs.tokens[stop]
+            self._trailing = runs.after(runs.cuts[stop])
+        self._done = self._finished = True
+        self._pos = runs.count
+        self.asm.kind = None
+        self.asm.parts = parts
+        self.asm.spans = spans
+        return self._result()
 
     def _batch_runs(self, token_ids: Sequence[int] | np.ndarray) -> BatchRuns | None:
         """``token_ids`` split at the structural ids for :meth:`_parse_runs`, or ``None``
