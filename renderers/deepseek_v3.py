@@ -981,7 +981,7 @@ class _V31Parser(_DeepSeekParser):
             build=_v31_tool_call,
             call_separator="",
         )
-        self._think = self._think_id = r.think
+        self._think_id = r.think
         self._think_end_id = r.think_end
         self._thinking = thinking
         if thinking:
@@ -998,7 +998,7 @@ class _V31Parser(_DeepSeekParser):
     def _on_think_token(self, token_id: int, pos: int) -> None:
         asm = self.asm
         kind = asm.kind
-        if token_id == self._think:
+        if token_id == self._think_id:
             if kind == THINKING:
                 self._unexpected(token_id, pos)
                 return

@@ -849,7 +849,7 @@ class _KimiK2Parser(StreamParser):
             if text:
                 parts.append(ThinkingPart(text) if state == THINKING else TextPart(text))
                 spans.append((start, pos + 1 if t == r.think_end else pos))
-            if t == r.section_begin or t == r.call_end:
+            if t == r.section_begin:
                 state, start = _SECTION, pos + 1
             elif t == r.call_begin:
                 state, start = _CALL_ID, pos

@@ -231,8 +231,7 @@ class TaggedParser(StreamParser):
             elif t == g.think_end:
                 if kind != THINKING:
                     return None
-                if g.think_padding and text.endswith(g.think_padding):
-                    text = text[: -len(g.think_padding)]
+                text = text.removesuffix(g.think_padding)
                 if text:
                     parts.append(ThinkingPart(text))
                     spans.append((start, pos + 1))
@@ -240,8 +239,7 @@ class TaggedParser(StreamParser):
             elif t == g.call:
                 if kind != TEXT:
                     return None
-                if g.before_call and text.endswith(g.before_call):
-                    text = text[: -len(g.before_call)]
+                text = text.removesuffix(g.before_call)
                 if text:
                     parts.append(TextPart(text))
                     spans.append((start, pos))
@@ -263,11 +261,8 @@ class TaggedParser(StreamParser):
             else:
                 text = without_prefix(text, prefix) if prefix else text
                 if text or explicit:
-                    parts.append(
-                        ThinkingPart(text, None, True)
-                        if kind == THINKING
-                        else TextPart(text, None, True)
-                    )
+                    cut = ThinkingPart if kind == THINKING else TextPart
+                    parts.append(cut(text, None, True))
                     spans.append((start, end))
         return self._one_shot_result(runs, parts, spans, None if stop_id is None else j)
 
@@ -489,8 +484,8 @@ class BareJsonParser(TaggedParser):
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return False, None  # text may be held back as a JSON call
 
-    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        return None  # text regions may be calls: the general path
+    # Text regions may be calls: the general path (not even split for the one-shot one).
+    _parse_runs = StreamParser._parse_runs
 
     def _text(self, text: str) -> None:
         if self.asm.kind != TEXT or self._json is False:
