@@ -99,10 +99,12 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     MarkerScanner,
     ParseResult,
     StreamParser,
     json_object_members,
+    without_prefix,
 )
 from renderers.core.writer import TokenWriter
 from renderers.qwen3 import _assistant_parts
@@ -556,6 +558,71 @@ class _Qwen35Parser(StreamParser):
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return True, None  # text goes to the assembler as it comes
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of a completion in order (each think block and call closed
+        before the next opens, nothing open at the stop token): the parts :meth:`_on_token`
+        and the assembler make, each region's text being one run (its separators stripped
+        once, as the assembler strips them across writes). Anything else (an issue to
+        report, a marker kept as text) takes the general path."""
+        r = self._r
+        texts = runs.texts
+        cuts = runs.cuts
+        ends = self._stop_ids | self._eos_ids
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        kind = self.asm.kind
+        explicit = kind == THINKING
+        prefix = ""
+        start = 0
+        stop = None
+        j = -1
+        for j, t in enumerate(runs.tokens):
+            pos = cuts[j]
+            text = texts[j]
+            if kind == TOOL_CALL:
+                if t != r.tool_call_end:
+                    return None
+                parts.append(_tool_call_from_body([text], False))
+                spans.append((start, pos + 1))
+                kind, start, prefix, explicit = TEXT, pos + 1, "\n", False
+                continue
+            if prefix:
+                text = without_prefix(text, prefix)
+            end = pos
+            if t == r.think and kind == TEXT:
+                text = text.removesuffix("\n")
+                after = (THINKING, pos, "\n", True)
+            elif t == r.think_end and kind == THINKING:
+                text = text.removesuffix("\n")
+                end = pos + 1
+                after = (TEXT, pos + 1, "\n\n", False)
+            elif t == r.tool_call and kind == TEXT:
+                text = text.removesuffix(_SEPARATOR)
+                after = (TOOL_CALL, pos, "", True)
+            elif t in ends and kind == TEXT:
+                stop = j
+            else:
+                return None
+            if text:
+                parts.append(ThinkingPart(text) if kind == THINKING else TextPart(text))
+                spans.append((start, end))
+            if stop is not None:
+                break
+            kind, start, prefix, explicit = after
+        if stop is None:  # cut off: what is open is incomplete
+            text = texts[j + 1]
+            if kind == TOOL_CALL:
+                parts.append(_tool_call_from_body([text], True))
+                spans.append((start, runs.count))
+            else:
+                if prefix:
+                    text = without_prefix(text, prefix)
+                if text or explicit:
+                    cut = ThinkingPart if kind == THINKING else TextPart
+                    parts.append(cut(text, None, True))
+                    spans.append((start, runs.count))
+        return self._one_shot_result(runs, parts, spans, stop)
 
     def _on_token(self, token_id: int, pos: int) -> None:
         r = self._r

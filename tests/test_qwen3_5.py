@@ -26,6 +26,7 @@ from renderers import (
 )
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, TOOLS, Conversation, prompts_of
+from tests.one_shot import parsed_both_ways
 from tests.tml_oracle import (
     CONFIGS,
     OracleConfig,
@@ -381,3 +382,47 @@ def test_a_trained_empty_think_block_is_sampled_after_the_prompts_newline() -> N
         r.im_end,
         *r.table.encode("\n"),
     ]
+
+
+@pytest.mark.parametrize(
+    "config", [c for c in QWEN if dict(c.options).get("enable_thinking", True)], ids=repr
+)
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+def test_completions_parse_on_the_one_shot_path_as_fed(
+    config: OracleConfig, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions of about 1k tokens (reasoning, text, three calls, one of them off the
+    grammar when malformed, cut off when truncated) take the one-shot path, which must
+    give what feeding the ids gives."""
+    from renderers.bench.workloads import completions
+    from renderers.qwen3_5 import _Qwen35Parser
+
+    r = renderer(config)
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    parsed, fed, one_shot = parsed_both_ways(r, _Qwen35Parser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.parts) >= 5
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\n\n", "\n\n\n"], ids=repr)
+def test_separators_around_every_marker_parse_in_one_shot_as_fed(
+    ending: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each region ending in part or all of the separator its closing marker strips, and
+    the next starting with part or all of the one its opening marker strips: the one-shot
+    path strips each once, as the assembler does across writes."""
+    from renderers.qwen3_5 import _Qwen35Parser
+
+    r = renderer(QWEN[0])
+    filler = r.table.encode(" lorem ipsum dolor" * 4)
+    call = r.table.encode("\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n")
+    for tail in ([], [r.im_end]):
+        ids = [*filler, *r.table.encode(ending), r.think_end]
+        ids += [*r.table.encode(ending), *filler, *r.table.encode(ending), r.tool_call, *call]
+        ids += [r.tool_call_end, *r.table.encode(ending), *filler, *r.table.encode(ending)]
+        ids += [r.think, *r.table.encode(ending), *filler, *r.table.encode(ending), r.think_end]
+        ids += [*r.table.encode(ending), *tail]
+        parsed, fed, one_shot = parsed_both_ways(r, _Qwen35Parser, ids, monkeypatch)
+        assert parsed == fed
+        assert one_shot
