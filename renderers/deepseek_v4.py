@@ -594,7 +594,10 @@ class _DeepSeekV4Parser(StreamParser):
             if len(tag) > _MAX_TAG or b"\n" in tag:
                 self._not_a_tag()
             return b"", base + len(data)
-        self._end_tag(tag[:-1], self._token_at_byte(base + end) + 1)
+        if len(tag) - 1 > _MAX_TAG:  # however the bytes came (in one chunk or many)
+            self._not_a_tag()
+        else:
+            self._end_tag(tag[:-1], self._token_at_byte(base + end) + 1)
         return data[end + 1 :], base + end + 1
 
     def _end_tag(self, name: bytes, end: int) -> None:

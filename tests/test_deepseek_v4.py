@@ -284,3 +284,33 @@ def test_a_turn_cut_off_in_a_section_is_closed_for_the_next_prompt() -> None:
     text = r.decode(after[len(prompt) + len(cut) :])
     closing = f"</{DSML}invoke>\n</{DSML}tool_calls><｜end▁of▁sentence｜>"
     assert text == closing + "<｜User｜>go on<｜Assistant｜><think>"
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1, 80], ids=lambda n: f"limit{n:+d}")
+def test_a_tag_longer_than_the_limit_is_text_however_the_ids_are_fed(extra: int) -> None:
+    """A tag name (the bytes between ｜DSML｜ and ">") of at most 1024 bytes is read as a
+    tag, a longer one is text with an issue: whether its bytes come in one feed (as
+    ``parse_response`` reads them) or a token at a time."""
+    from renderers.deepseek_v4 import _MAX_TAG
+
+    r = renderer(thinking_mode="chat")
+    tag = 'invoke name=""'
+    name = "x" * (_MAX_TAG + extra - len(tag))
+    text = (
+        f'Hi\n\n<{DSML}tool_calls>\n<{DSML}invoke name="{name}">\n</{DSML}invoke>\n'
+        f"</{DSML}tool_calls>"
+    )
+    ids = [*pieces(r, text), r.table.control_id("<｜end▁of▁sentence｜>")]
+    whole = r.parse_response(ids)
+    for size in (1, 3):
+        parser = r.stream_parser()
+        for k in range(0, len(ids), size):
+            parser.feed(ids[k : k + size])
+        assert parser.finish() == whole, size
+    if extra <= 0:
+        assert whole.message.parts[1] == ToolCallPart(name, "{}")
+        assert whole.termination is Termination.STOP
+    else:
+        assert not whole.message.tool_calls
+        assert f'<{DSML}invoke name="{name}">' in whole.message.text
+        assert whole.termination is Termination.MALFORMED
