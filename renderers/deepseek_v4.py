@@ -81,6 +81,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from renderers.core.messages import (
     Message,
     Part,
@@ -94,6 +96,8 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
+    ParseIssue,
     ParseResult,
     StreamParser,
     json_object_members,
@@ -493,6 +497,8 @@ _OPENER_TAIL_MAX = 4
 _INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
 _INVOKE_END = b"invoke>"
+_ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips: whitespace between invokes
+_SECTION_TEXT = "text inside the tool-call section (kept as text)"
 
 
 class _DeepSeekV4Parser(StreamParser):
@@ -528,6 +534,141 @@ class _DeepSeekV4Parser(StreamParser):
         else:
             self.asm.open(TEXT, 0)
 
+    # -- one shot -------------------------------------------------------------------------
+
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """The one-shot parse of a completion in the format's order: reasoning, text, and
+        sections of whole invokes (text between them is a reported text part), each tag
+        in the run after its ``｜DSML｜``. The parts, spans and issues are those the general
+        path gives; anything else it would report (a tag it does not read, a token out of
+        place, a replacement character where positions count bytes) takes that path."""
+        r = self._r
+        texts = runs.texts
+        cuts = runs.cuts
+        tokens = runs.tokens
+        byte_ends = runs.byte_ends
+        last = runs.count - 1
+
+        def token_at(offset: int) -> int:  # the token holding ordinary byte ``offset``
+            return max(0, min(int(np.searchsorted(byte_ends, offset, "right")), last))
+
+        parts: list[Part | None] = []
+        spans: list[tuple[int, int]] = []
+        calls: list[tuple[int, list[str], bool]] = []  # built last: a decline costs less
+        issues: list[ParseIssue] = []  # the parser's own only once the parse is taken
+        state = self._state
+        start = 0
+        reasoning: list[str] = []  # THINKING: its runs, and markers kept as reasoning
+        segments: list[str] = []  # INVOKE: the open call's segments before the current one
+        tag: tuple[bool, int] | None = None  # after "<" or "</" and ｜DSML｜: (closing, start)
+        before = ""  # the text a tag ends (TEXT: before a section; SECTION: between invokes)
+        before_start = 0  # SECTION: where that text starts
+        armed = False  # INVOKE: the segment before ｜DSML｜ ended with "</"
+        stop = None
+        n = len(tokens)
+        for j in range(n + 1):
+            text = texts[j]
+            at = int(byte_ends[cuts[j - 1]]) if j else 0  # where ``text``'s bytes start
+            if tag is not None:
+                end = text.find(">")
+                if end < 0 or "\ufffd" in text[: end + 1]:
+                    return None
+                name = text[:end]
+                size = len(name.encode())
+                closing, tag_start = tag
+                tag = None
+                if size > _MAX_TAG:
+                    return None
+                opens = not closing and (
+                    name == "tool_calls"
+                    if state == TEXT
+                    else bool(_INVOKE_TAG.fullmatch(name.encode()))
+                )
+                if not opens and not (closing and name == "tool_calls" and state == _SECTION):
+                    return None
+                if before:
+                    parts.append(TextPart(before))
+                    spans.append(
+                        (start, tag_start + 1) if state == TEXT else (before_start, tag_start)
+                    )
+                    before = ""
+                if state == TEXT:
+                    state = _SECTION
+                elif opens:
+                    state, start, segments = _INVOKE_STATE, tag_start, ["<"]
+                    text = name + ">" + text[end + 1 :]
+                else:
+                    state, start = TEXT, token_at(at + size) + 1
+                if state != _INVOKE_STATE:
+                    text = text[end + 1 :]
+                    at += size + 1
+            elif state == _INVOKE_STATE and armed and text.startswith("invoke>"):
+                calls.append((len(parts), [*segments, "invoke>"], False))
+                parts.append(None)
+                spans.append((start, token_at(at + 6) + 1))
+                state = _SECTION
+                text = text[7:]
+                at += 7
+            t = tokens[j] if j < n else None
+            if state == THINKING:
+                reasoning.append(text)
+                if t == r.think_end:
+                    thinking = "".join(reasoning)
+                    if thinking:
+                        parts.append(ThinkingPart(thinking))
+                        spans.append((start, cuts[j] + 1))
+                    state, start = TEXT, cuts[j] + 1
+                elif t == r.dsml or t == r.think:
+                    reasoning.append(DSML if t == r.dsml else THINK)
+                elif t is not None:
+                    return None
+            elif state == _INVOKE_STATE:
+                if t == r.dsml:
+                    segments.append(text)
+                    armed = text.endswith("</")
+                elif t is None:
+                    calls.append((len(parts), [*segments, text], True))
+                    parts.append(None)
+                    spans.append((start, runs.count))
+                else:
+                    return None
+            elif t == r.dsml:
+                opener = "</" if text.endswith("</") else "<" if text.endswith("<") else ""
+                if not opener:
+                    return None
+                rest = text[: len(text) - len(opener)]
+                if state == TEXT:
+                    before = rest[:-2] if rest.endswith("\n\n") else rest
+                else:
+                    before = rest.lstrip(_ASCII_SPACE)
+                    if before:
+                        before_start = token_at(at + len(rest) - len(before))
+                        issues.append(ParseIssue(before_start, _SECTION_TEXT))
+                tag = opener == "</", token_at(int(byte_ends[cuts[j]]) - len(opener))
+            elif state == _SECTION:
+                return None  # text, another token or the end inside the section: reported
+            else:  # TEXT
+                if t is not None and t != r.think and t not in self._stop_ids:
+                    return None
+                end = runs.count if t is None else cuts[j]
+                if text:
+                    parts.append(TextPart(text, None, t is None))
+                    spans.append((start, end))
+                if t is None:
+                    break
+                if t != r.think:
+                    stop = j
+                    break
+                state, start, reasoning = THINKING, cuts[j], []
+        else:
+            if state == THINKING:  # cut off in the reasoning (an explicit region)
+                parts.append(ThinkingPart("".join(reasoning), None, True))
+                spans.append((start, runs.count))
+        for k, call, incomplete in calls:
+            parts[k] = _tool_call_from_segments(call, incomplete)
+        self._issues += issues
+        return self._one_shot_result(runs, parts, spans, stop)
+
     # -- text -----------------------------------------------------------------------------
 
     def _text_ok(self, data: bytes) -> bool:
@@ -543,7 +684,7 @@ class _DeepSeekV4Parser(StreamParser):
     def _section_text(self, at: int) -> None:
         """Text in a tool-call section (between invokes) starts a text part at ``at``."""
         if self._state == _SECTION and self.asm.kind is None:
-            self._issue(at, "text inside the tool-call section (kept as text)")
+            self._issue(at, _SECTION_TEXT)
             self.asm.open(TEXT, at)
 
     def _content(self, data: bytes, base: int) -> None:

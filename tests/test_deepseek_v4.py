@@ -23,6 +23,7 @@ from renderers import (
 )
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, Conversation, prompts_of
+from tests.one_shot import parsed_both_ways
 from tests.tml_oracle import (
     CONFIGS,
     OracleConfig,
@@ -314,3 +315,57 @@ def test_a_tag_longer_than_the_limit_is_text_however_the_ids_are_fed(extra: int)
         assert not whole.message.tool_calls
         assert f'<{DSML}invoke name="{name}">' in whole.message.text
         assert whole.termination is Termination.MALFORMED
+
+
+@pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
+def test_completions_parse_on_the_one_shot_path_as_fed(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completions of about 1k tokens (reasoning, text, a section of three invokes, JSON
+    text between two of them when malformed, cut off when truncated) take the one-shot
+    path, which must give what feeding the ids gives."""
+    from renderers.bench.workloads import completions
+    from renderers.deepseek_v4 import _DeepSeekV4Parser
+
+    r = renderer()
+    ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
+    parsed, fed, one_shot = parsed_both_ways(r, _DeepSeekV4Parser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.parts) >= 5
+
+
+_INVOKE = (
+    f'<{DSML}invoke name="f">\n<{DSML}parameter name="a" string="false">1</{DSML}parameter>\n'
+    f"</{DSML}invoke>"
+)
+
+
+@pytest.mark.parametrize("lead", ["Answer", "Answer\n", "Answer\n\n", "Answer\n\n\n", ""])
+@pytest.mark.parametrize(
+    "gap",
+    ["\n", "", "\n \t\x0b\x0c\r\n", "\n stray text\n", "\u00a0\n", "\nstray", " é\n\n"],
+    ids=repr,
+)
+def test_sections_parse_in_one_shot_as_fed(
+    lead: str, gap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text before a section ending in newlines or not, and what stands between invokes
+    (whitespace is structure, anything else a text part with an issue): the one-shot
+    path gives the general path's parts, spans and issues, also cut off after each
+    token past the first 48."""
+    from renderers.deepseek_v4 import _DeepSeekV4Parser
+
+    r = renderer()
+    reasoning = [*r.table.encode(" lorem ipsum dolor" * 12), r.think_end]
+    section = f"<{DSML}tool_calls>{gap}{_INVOKE}{gap}{_INVOKE}{gap}</{DSML}tool_calls>"
+    ids = [*reasoning, *pieces(r, lead + section + "Done."), r.think]
+    ids += [*r.table.encode("more"), r.think_end, *r.table.encode("End."), r.eos]
+    parsed, fed, one_shot = parsed_both_ways(r, _DeepSeekV4Parser, ids, monkeypatch)
+    assert parsed == fed
+    assert one_shot
+    assert len(fed.message.tool_calls) == 2
+    assert bool(fed.issues) == bool(gap.strip(" \t\n\r\x0b\x0c"))
+    for cut in range(49, len(ids)):
+        parsed, fed, _ = parsed_both_ways(r, _DeepSeekV4Parser, ids[:cut], monkeypatch)
+        assert parsed == fed, cut
