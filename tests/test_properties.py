@@ -1904,6 +1904,50 @@ def test_trailing_text_is_decoded_when_read_and_results_keep_value_semantics(
 
 
 @pytest.mark.parametrize("model_id", MODELS)
+def test_a_long_tail_after_the_stop_is_read_on_demand_with_value_semantics(
+    model_id: str,
+) -> None:
+    """A tail after the stop token longer than a batch (so the parser keeps it as it came,
+    an array as its own copy): ``trailing_ids`` and ``trailing_text`` are the tail's ids
+    and text whichever is read first, whether the ids came as a list, an array (changed
+    after parsing) or in feeds, and after pickling or comparing an unread result."""
+    spec = next(s for s in SPECS if s.model_id == model_id)
+    r = spec.renderer()
+    stop = r.stop_token_ids[0]
+    message = [*r.table.encode(" a short answer"), stop]
+    tail = r.table.encode(" after the stop ✨ and more text" * 4000)[:20_000]
+    ids = [*message, *tail]
+    first = r.parse_response(ids)
+    if first.stop_token_id != stop:  # the format reads that token as text
+        pytest.skip("the format's stop token is not the tokenizer's first stop id")
+    expected_ids, expected_text = tuple(tail), r.decode(tail)
+    array = np.asarray(ids)
+    results = [first, r.parse_response(array), r.parse_response(ids), r.parse_response(ids)]
+    array[len(message) :] = 0  # the caller's array is theirs again
+    parser = r.stream_parser()
+    for k in range(0, len(ids), 7000):
+        parser.feed(ids[k : k + 7000])
+    results.append(parser.finish())
+    unread = pickle.loads(pickle.dumps(r.parse_response(np.asarray(ids))))
+    assert unread == results[3]
+    assert results[0].trailing_text == expected_text
+    assert results[0].trailing_ids == expected_ids
+    for result in results[1:]:
+        assert result.trailing_ids == expected_ids
+        assert result.trailing_text == expected_text
+    assert unread.trailing_ids == expected_ids and unread.trailing_text == expected_text
+    # A token that ends the message (another turn's start) trails before the tail.
+    text = r.table.encode(" a short answer")
+    for t in sorted(_structural(r)):
+        ids = [*text, t, *tail]
+        for as_given in (ids, np.asarray(ids)):
+            result = r.parse_response(as_given)
+            if len(result.trailing_ids) == len(tail) + 1:  # the format ended at t
+                assert result.trailing_ids == (t, *tail)
+                assert result.trailing_text == r.decode([t, *tail])
+
+
+@pytest.mark.parametrize("model_id", MODELS)
 def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
     """A run of text longer than the parser decodes at once (its pieces split multi-byte
     characters) gives, in one batch, as a list or an array, what one-token feeds give, and

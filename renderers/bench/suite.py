@@ -118,7 +118,7 @@ def _jinja_template(source: str) -> Any:
 
 def run(config: Config) -> list[Row]:
     rows: list[Row] = []
-    steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 4)
+    steps = len(config.models) * (len(config.lengths) * (2 + len(config.feeds)) + 5)
     progress = Progress(steps, config.quiet)
     for name in config.models:
         options = _bench_options(name, config)
@@ -212,6 +212,8 @@ def run(config: Config) -> list[Row]:
         rows += _render_rows(renderer, config)
         progress.step(f"{name}: peak memory at {config.memory_tokens} tokens")
         rows += _memory_rows(renderer, config)
+        progress.step(f"{name}: {config.memory_tokens} ids after the stop token")
+        rows += _trailing_rows(renderer, config)
         progress.step(f"{name}: done")
     return rows
 
@@ -402,6 +404,41 @@ def _memory_rows(renderer: Renderer, config: Config) -> list[Row]:
         )
     )
     return rows
+
+
+def _trailing_rows(renderer: Renderer, config: Config) -> list[Row]:
+    """A completion that runs on past its stop token (a server that does not stop there),
+    as a list of ids (what servers return): the tail is checked and kept, not decoded,
+    unless ``trailing_text`` is read. Against the same parse with it read; the message
+    alone shows what the unread tail adds per id."""
+    message = completions(renderer, 1000)[0].ids
+    tail = complete_ids(renderer, config.memory_tokens)
+    ids = message + tail
+    result = renderer.parse_response(ids)
+    assert len(result.trailing_ids) == len(tail)  # the message ends at its stop token
+    t_unread, t_read, t_message = paired_median_seconds(
+        [
+            functools.partial(renderer.parse_response, ids),
+            lambda: renderer.parse_response(ids).trailing_text,
+            functools.partial(renderer.parse_response, message),
+        ],
+        repeats=config.repeats,
+    )
+    return [
+        Row(
+            renderer.name,
+            "parse_response, the ids after the stop not read (1k message + tail)",
+            len(ids),
+            t_unread,
+            "the same, trailing_text read",
+            t_read,
+            {
+                "tail_ids": len(tail),
+                "message_alone_us": t_message * 1e6,
+                "unread_tail_ns_per_id": (t_unread - t_message) / len(tail) * 1e9,
+            },
+        )
+    ]
 
 
 def machine() -> dict[str, str]:

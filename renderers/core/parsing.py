@@ -13,7 +13,6 @@ ids at once (NumPy) and each run between them is decoded in one go.
 
 from __future__ import annotations
 
-import array
 import codecs
 import json
 import re
@@ -93,24 +92,59 @@ class ParseResult:
     issues: tuple[ParseIssue, ...] = ()
 
 
-class _TrailingText:
-    """The text of trailing ids, decoded when first read: the tail after a stop token can
-    be most of a long completion and is rarely read."""
+class _Deferred:
+    """A :class:`ParseResult` field's value, computed when the field is first read."""
 
-    __slots__ = ("_id_bytes", "_ids")
+    __slots__ = ()
 
-    def __init__(self, id_bytes: list[bytes], ids: tuple[int, ...]) -> None:
-        self._id_bytes = id_bytes
-        self._ids = ids
-
-    def decode(self) -> str:
-        return b"".join(map(self._id_bytes.__getitem__, self._ids)).decode("utf-8", "replace")
+    def value(self) -> Any:
+        raise NotImplementedError
 
 
-class _LazyTrailingTextField:
-    """``ParseResult.trailing_text``: the slot holds a :class:`_TrailingText` until read,
-    then the text. Equality, hashing, repr, pickling and ``replace`` read the field, so
-    they see the text."""
+_TrailingPiece: TypeAlias = "list[int] | np.ndarray"
+"""Ids after the end of a message as a parser got them (an array: its own copy)."""
+
+
+class _TrailingIds(_Deferred):
+    """The ids after a stop token, made a tuple when first read: the tail can be most of
+    a long completion (an array's is never a Python int per id unless read)."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self, pieces: list[_TrailingPiece]) -> None:
+        self._pieces = pieces
+
+    def value(self) -> tuple[int, ...]:
+        out: list[int] = []
+        for piece in self._pieces:
+            out += piece.tolist() if isinstance(piece, np.ndarray) else piece
+        return tuple(out)
+
+
+class _TrailingText(_Deferred):
+    """The text of the ids after a stop token, decoded when first read."""
+
+    __slots__ = ("_pieces", "_table")
+
+    def __init__(self, table: TokenTable, pieces: list[_TrailingPiece]) -> None:
+        self._table = table
+        self._pieces = pieces
+
+    def value(self) -> str:
+        id_bytes = self._table.id_to_bytes
+        data = b"".join(
+            self._table.join_bytes(piece)
+            if isinstance(piece, np.ndarray)
+            else b"".join(map(id_bytes.__getitem__, piece))
+            for piece in self._pieces
+        )
+        return data.decode("utf-8", "replace")
+
+
+class _LazyField:
+    """A :class:`ParseResult` field whose slot holds a :class:`_Deferred` until read, then
+    its value. Equality, hashing, repr, pickling and ``replace`` read the field, so they
+    see the value."""
 
     def __init__(self, slot: Any) -> None:
         self._slot = slot
@@ -119,8 +153,8 @@ class _LazyTrailingTextField:
         if obj is None:
             return self
         value = self._slot.__get__(obj, owner)
-        if type(value) is _TrailingText:
-            value = value.decode()
+        if isinstance(value, _Deferred):
+            value = value.value()
             self._slot.__set__(obj, value)
         return value
 
@@ -128,8 +162,10 @@ class _LazyTrailingTextField:
         self._slot.__set__(obj, value)
 
 
-_trailing_slot = vars(ParseResult)["trailing_text"]
-ParseResult.trailing_text = _LazyTrailingTextField(_trailing_slot)  # type: ignore[assignment,misc]
+_trailing_ids_slot = vars(ParseResult)["trailing_ids"]
+_trailing_text_slot = vars(ParseResult)["trailing_text"]
+ParseResult.trailing_ids = _LazyField(_trailing_ids_slot)  # type: ignore[assignment,misc]
+ParseResult.trailing_text = _LazyField(_trailing_text_slot)  # type: ignore[assignment,misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -740,6 +776,8 @@ class StreamParser:
         self._finished = False
         self._stop_id: int | None = None
         self._trailing: list[int] = []
+        # Long runs of ids after the end, kept as they came, in order, before _trailing.
+        self._trailing_pieces: list[_TrailingPiece] = []
         self._issues: list[ParseIssue] = []
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
@@ -1082,10 +1120,10 @@ class StreamParser:
         if arr is None:
             assert ids is not None
             try:  # exactly Python ints (or NumPy integers) fit; a float or str raises
-                if len(ids) <= _JOIN_MAX:  # struct packs short lists faster than array
+                if len(ids) <= _JOIN_MAX:
                     arr = np.frombuffer(struct.pack(f"{len(ids)}q", *ids), dtype=np.int64)
                 else:
-                    arr = np.frombuffer(array.array("q", ids), dtype=np.int64)
+                    arr = np.frombuffer(_packed(ids), dtype=np.int64)
             except (OverflowError, TypeError, ValueError, struct.error):
                 self._table.check_ids(ids, self._pos)
                 raise ValueError("token_ids: expected integers") from None
@@ -1129,7 +1167,7 @@ class StreamParser:
         cuts.append(n)
         for j, cut in enumerate(cuts):
             if self._done:
-                self._trailing.extend(arr[prev:].tolist() if ids is None else ids[prev:])
+                self._trail(arr[prev:] if ids is None else ids[prev:])
                 self._pos = base + n
                 return
             if cut > prev:
@@ -1138,6 +1176,17 @@ class StreamParser:
                 self._pos = base + cut
                 self._structural_token(tokens[j] if ids is None else ids[cut])
             prev = cut + 1
+
+    def _trail(self, ids: list[int] | np.ndarray) -> None:
+        """Ids after the end of the message, in order: a long run is kept as it came (an
+        array copied), not as a Python int per id, until ``trailing_ids`` is read."""
+        if len(ids) <= _SMALL_CHUNK:
+            self._trailing.extend(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+            return
+        if self._trailing:
+            self._trailing_pieces.append(self._trailing)
+            self._trailing = []
+        self._trailing_pieces.append(ids.copy() if isinstance(ids, np.ndarray) else ids)
 
     def _feed_joined(
         self, ids: list[int] | None, arr: np.ndarray, cuts: list[int], tokens: list[int]
@@ -1340,12 +1389,17 @@ class StreamParser:
             termination = Termination.STOP
         else:
             termination = Termination.EOS
-        trailing = tuple(self._trailing)
+        pieces = self._trailing_pieces
+        trailing = tuple(self._trailing) if not pieces else ()
         result = ParseResult(
             message, termination, tuple(spans), self._stop_id, trailing, "", tuple(self._issues)
         )
-        if trailing:  # decoded when read
-            _trailing_slot.__set__(result, _TrailingText(self._id_bytes, trailing))
+        if pieces:  # made a tuple when read
+            pieces.append(self._trailing)
+            _trailing_ids_slot.__set__(result, _TrailingIds(pieces))
+        if trailing or pieces:  # decoded when read
+            text = _TrailingText(self._table, pieces or [self._trailing])
+            _trailing_text_slot.__set__(result, text)
         return result
 
 
@@ -1466,6 +1520,17 @@ def _text_stops(table: TokenTable, lengths: np.ndarray) -> np.ndarray:
     stops: np.ndarray = table.start_array + lengths
     stops.flags.writeable = False
     return stops
+
+
+def _packed(ids: list[int]) -> bytearray:
+    """``ids`` as native int64s, packed ``_JOIN_MAX`` at a time: struct converts a list
+    about twice as fast as ``array.array`` (the chunks bound its argument tuples)."""
+    n = len(ids)
+    data = bytearray(8 * n)
+    for k in range(0, n, _JOIN_MAX):
+        chunk = ids[k : k + _JOIN_MAX]
+        struct.pack_into(f"{len(chunk)}q", data, 8 * k, *chunk)
+    return data
 
 
 def without_prefix(text: str, prefix: str) -> str:
