@@ -321,11 +321,17 @@ def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
         at = head.end()
         try:
             end = _VALUE(raw, at)[1]
-        except ValueError:
-            end = -1
-        if end >= 0 and _CALL_TAIL.match(raw, end):
+        except ValueError as exc:  # the member scanner fails at the same value, alike
+            return _invalid_json_call(raw, exc)
+        if _CALL_TAIL.match(raw, end):
             return ToolCallPart(head.group(1), raw[at:end])
     return _scanned_json_call(raw, keys)
+
+
+def _invalid_json_call(raw: str, exc: ValueError) -> Part:
+    return UnparsedToolCallPart(
+        raw, f"invalid JSON: {exc}", name=_visible_name(raw), arguments=_visible_arguments(raw)
+    )
 
 
 def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
@@ -333,12 +339,7 @@ def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
     try:
         members = json_object_members(raw)
     except ValueError as exc:
-        return UnparsedToolCallPart(
-            raw,
-            f"invalid JSON: {exc}",
-            name=_visible_name(raw),
-            arguments=_visible_arguments(raw),
-        )
+        return _invalid_json_call(raw, exc)
     names = [k for k, _, _ in members]
     fields = {k: (v, text) for k, v, text in members}
     key = next((k for k in keys if k in fields), keys[0])
