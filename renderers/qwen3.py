@@ -64,7 +64,7 @@ from renderers.core.messages import (
 from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
-from renderers.rendering import Renderer, checked_arguments, plain_text
+from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
@@ -250,6 +250,7 @@ class Qwen3Renderer(Renderer):
     ) -> None:
         w.control(self.im_start, i)
         w.text("assistant\n", i)
+        parts = joined_text_parts(parts)
         previous: str | None = None
         if not think_block:
             parts = [p for p in parts if type(p) is not ThinkingPart]

@@ -108,7 +108,7 @@ from renderers.core.parsing import (
 )
 from renderers.core.writer import TokenWriter
 from renderers.qwen3 import _assistant_parts
-from renderers.rendering import Renderer, checked_arguments, plain_text
+from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer"]
@@ -348,7 +348,7 @@ class _Qwen35Family(Renderer):
             previous = THINKING
         else:
             parts = [p for p in parts if type(p) is not ThinkingPart]
-        for part in parts:
+        for part in joined_text_parts(parts):
             if type(part) is ThinkingPart:
                 if previous == TOOL_CALL:
                     w.text("\n", i, True)

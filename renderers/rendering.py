@@ -19,6 +19,7 @@ import numpy as np
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import (
     Message,
+    Part,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -38,6 +39,7 @@ __all__ = [
     "Renderer",
     "TrainOn",
     "checked_arguments",
+    "joined_text_parts",
     "plain_text",
     "section_closing",
     "selected_messages",
@@ -429,6 +431,18 @@ def plain_text(message: Message, index: int, renderer: str) -> str:
                     f"text in {renderer}, got {type(part).__name__}"
                 )
     return message.text
+
+
+def joined_text_parts(parts: Sequence[Part]) -> list[Part]:
+    """``parts`` with each run of adjacent text parts as one: for formats whose template
+    has one content string, text split across parts is that text (it is stripped whole)."""
+    out: list[Part] = []
+    for part in parts:
+        if type(part) is TextPart and out and type(out[-1]) is TextPart:
+            out[-1] = TextPart(out[-1].text + part.text)
+        else:
+            out.append(part)
+    return out
 
 
 def checked_arguments(part: ToolCallPart, message_index: int) -> str:

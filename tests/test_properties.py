@@ -1237,6 +1237,55 @@ def test_render_then_parse_gives_the_message_back(spec: Spec, data: st.DataObjec
     count(f"round trip [{spec!r}]")
 
 
+@pytest.mark.parametrize(
+    "spec", [s for s in SPECS if s.layout is not GPT_OSS], ids=repr
+)  # (Harmony writes each text part as a message of its own)
+@given(data=st.data())
+def test_text_split_across_adjacent_parts_renders_as_the_joined_text(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """Where the template has one content string, a message's text split across adjacent
+    text parts (an OpenAI content list of text blocks) is that text: its tokens are those
+    of the message with each run of text parts joined (the template strips it whole).
+    Each text is split around every whitespace character, after an empty part."""
+    r = spec.renderer()
+    message = data.draw(spec.messages)
+    split: list[Any] = []
+    for part in message.parts:
+        if type(part) is TextPart:
+            split += [TextPart(""), *(TextPart(t) for t in re.split(r"(\s)", part.text) if t)]
+        else:
+            split.append(part)
+    assert completion_of(spec, r, Message("assistant", split)) == completion_of(
+        spec, r, Message("assistant", _joined(split))
+    )
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.layout is not GPT_OSS], ids=repr)
+@pytest.mark.parametrize("text", ["\n\nab  cd\n\n", " \n ab\n", "\n\n"], ids=repr)
+def test_text_split_at_every_character_renders_as_the_joined_text(spec: Spec, text: str) -> None:
+    """After reasoning, with a call after it or not: text with newlines and spaces at its
+    edges and inside, one character per part, renders as the same text in one part."""
+    r = spec.renderer()
+    for tail in ([], [ToolCallPart("f", '{"a": 1}', id="functions.f:0")]):
+        thinking = [ThinkingPart("x")] if spec.thinking else []
+        split = [*thinking, *(TextPart(c) for c in text), *tail]
+        joined = [*thinking, TextPart(text), *tail]
+        assert completion_of(spec, r, Message("assistant", split)) == completion_of(
+            spec, r, Message("assistant", joined)
+        )
+
+
+def _joined(parts: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for part in parts:
+        if type(part) is TextPart and out and type(out[-1]) is TextPart:
+            out[-1] = TextPart(out[-1].text + part.text)
+        else:
+            out.append(part)
+    return out
+
+
 @spec_param
 @given(data=st.data())
 def test_supervised_prefix_equals_generation_prompt(spec: Spec, data: st.DataObject) -> None:
