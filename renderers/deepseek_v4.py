@@ -574,15 +574,14 @@ class _DeepSeekV4Parser(StreamParser):
                 if end < 0 or "\ufffd" in text[: end + 1]:
                     return None
                 name = text[:end]
-                size = len(name.encode())
+                spelled = name.encode()
+                size = len(spelled)
                 closing, tag_start = tag
                 tag = None
                 if size > _MAX_TAG:
                     return None
                 opens = not closing and (
-                    name == "tool_calls"
-                    if state == TEXT
-                    else bool(_INVOKE_TAG.fullmatch(name.encode()))
+                    name == "tool_calls" if state == TEXT else bool(_INVOKE_TAG.fullmatch(spelled))
                 )
                 if not opens and not (closing and name == "tool_calls" and state == _SECTION):
                     return None
