@@ -813,34 +813,29 @@ def _xml_call(p: Part, python_scalars: bool) -> Part | None:
 
 
 def qwen35_canonical(*, inline: bool, python_scalars: bool) -> Callable[[Message], Message | None]:
-    """Qwen3.5/3.8 (documented): text and reasoning trimmed, then NFC (the tokenizer's
-    normalizer); the turn's leading reasoning is its think block; any think block (empty
-    ones too) and any call separates the text around it; calls carry no ids. Qwen3.5 reads
-    reasoning written inline in a plain answer (its template's convention)."""
+    """Qwen3.5/3.8 (documented): text (each run of adjacent text parts, as one content
+    string) and reasoning trimmed, then NFC (the tokenizer's normalizer); the turn's
+    leading reasoning is its think block; any think block (empty ones too) and any call
+    separates the text around it; calls carry no ids. Qwen3.5 reads reasoning written
+    inline in a plain answer (its template's convention)."""
 
     def canonical(m: Message) -> Message | None:
         parts = _qwen3_inline(m.parts) if inline else list(m.parts)
         out: list[Part] = []
-        previous = "thinking"
-        for p in parts:
+        for p in _joined(parts):
             if type(p) is ThinkingPart:
                 t = _nfc(p.text.strip())
                 if t:
                     out.append(ThinkingPart(t))
-                previous = "thinking"
             elif type(p) is TextPart:
                 t = _nfc(p.text.strip())
-                if t and previous == "text":
-                    out.append(TextPart(out.pop().text + t))  # type: ignore[union-attr]
-                elif t:
+                if t:
                     out.append(TextPart(t))
-                    previous = "text"
             else:
                 call = _xml_call(p, python_scalars)
                 if call is None:
                     return None
                 out.append(call)
-                previous = "call"
         return Message("assistant", out)
 
     return canonical
