@@ -11,6 +11,8 @@ Quick use::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from renderers.core.loading import load_tokenizer
 from renderers.core.messages import (
     Message,
@@ -32,8 +34,10 @@ from renderers.core.parsing import (
 )
 from renderers.core.tokens import TokenTable, token_table
 from renderers.example import SupervisedExample
-from renderers.registry import get_renderer, renderer_names
 from renderers.rendering import Renderer, TrainOn
+
+if TYPE_CHECKING:
+    from renderers.registry import get_renderer, renderer_names
 
 __all__ = [
     "Event",
@@ -61,3 +65,16 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The registry imports every model module, and gpt_oss imports harmony, which builds on
+    # renderers.core: imported here eagerly, ``import harmony`` first would reach a
+    # half-initialised harmony through this __init__.
+    if name in ("get_renderer", "renderer_names"):
+        from renderers import registry
+
+        value = getattr(registry, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'renderers' has no attribute {name!r}")

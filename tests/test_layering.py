@@ -1,13 +1,20 @@
 """The code's dependencies point one way: no import cycle between modules, none between
-packages, and the core never imports what is built on it.
+packages, and the core never imports what is built on it; and every module imports first
+in a fresh interpreter.
 
 Imports are read from the source with ``ast`` (every ``import``, including those inside
 functions and under ``TYPE_CHECKING``), so a cycle hidden behind a lazy import counts.
+Python also runs a package's ``__init__`` before any module in it, which the graph does
+not model: importing each module first, for real, checks that.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,3 +145,65 @@ def test_harmony_builds_on_the_core_only(module: str) -> None:
 def test_a_cycle_is_detected() -> None:
     assert _cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
     assert _cycle({"a": ["b"], "b": []}) is None
+
+
+# Imports each module given on the command line first (every project module forgotten
+# before each), in one interpreter: prints {module: error} for those that fail.
+_IMPORT_EACH_FIRST = """\
+import importlib, json, sys
+failures = {}
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in PACKAGES]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in PACKAGES:
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:
+        failures[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(failures))
+"""
+
+
+def _first_import_failures(modules: list[str], cache: Path) -> dict[str, str]:
+    """``{module: error}`` for the modules that fail when imported before any other project
+    module (an optional dependency that is not installed is no failure). Bytecode goes to
+    ``cache``, so that each module is compiled once, not once per import."""
+    code = f"PACKAGES = {PACKAGES!r}\n" + _IMPORT_EACH_FIRST
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *modules],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    failures: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return failures
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    # A package's __init__ runs before its modules: ``import harmony`` first once reached
+    # ``renderers.core`` through ``renderers/__init__``, whose registry imports gpt_oss,
+    # which imports the half-initialised ``harmony``.
+    modules = sorted(m for m in MODULES if not m.endswith("__main__"))
+    failures = _first_import_failures(modules, tmp_path)
+    assert not failures, "\n".join(f"{m}: {e}" for m, e in sorted(failures.items()))
+
+
+def test_a_first_import_failure_is_detected(tmp_path: Path) -> None:
+    (tmp_path / "cyclic_a.py").write_text("import cyclic_b\nVALUE = 1\n")
+    (tmp_path / "cyclic_b.py").write_text("from cyclic_a import VALUE\n")
+    code = "import sys; sys.path.insert(0, sys.argv.pop(1))\nPACKAGES = ('cyclic_a', 'cyclic_b')\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code + _IMPORT_EACH_FIRST, str(tmp_path), "cyclic_a", "cyclic_b"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    failures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(failures) == ["cyclic_a"]
+    assert "partially initialized" in failures["cyclic_a"]
