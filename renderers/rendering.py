@@ -198,7 +198,8 @@ class Renderer:
         )
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
-        """Parse the sampled completion (the ids after the generation prompt)."""
+        """Parse the sampled completion (the ids after the generation prompt): a list, a 1-D
+        NumPy array, or a 1-D tensor NumPy reads (PyTorch on the CPU)."""
         return self.stream_parser(_events=False, **options).parse(token_ids)
 
     def parse_text(self, text: str, **options: Any) -> ParseResult:
@@ -217,7 +218,7 @@ class Renderer:
         events = options.pop("_events", True)
         return self._new_parser(self._with_options(self.options, options), events)
 
-    def decode(self, token_ids: Sequence[int]) -> str:
+    def decode(self, token_ids: Sequence[int] | np.ndarray) -> str:
         """Decode ids to text (control tokens spelled out), for display and debugging."""
         return self.table.decode(token_ids)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.parsing import ParseIssue, ParseResult, Termination
-from renderers.core.tokens import TokenTable
+from renderers.core.tokens import TokenTable, as_token_ids
 from renderers.view import MessageMarkers, TokenView, supervised_view
 
 __all__ = [
@@ -291,11 +291,8 @@ class Rollout:
             raise RuntimeError(
                 f"add_completion(): the rollout already has max_turns={self.max_turns} completions"
             )
-        ids = (
-            completion_ids.tolist()
-            if isinstance(completion_ids, np.ndarray)
-            else list(completion_ids)
-        )
+        sampled = as_token_ids(completion_ids)
+        ids = sampled.tolist() if isinstance(sampled, np.ndarray) else list(sampled)
         given = self._checked_logprobs(logprobs, len(ids))
         if finish_reason is not None and finish_reason not in _FINISH_REASONS:
             raise ValueError(

@@ -1,7 +1,8 @@
 """Caller errors get a clear ``ValueError`` naming the message index (or the token
 position), for every renderer: unknown roles, tool-call arguments that are not JSON,
 reasoning a variant cannot render, tool results without a call where the format needs
-one, and invalid token ids given to the parsers (batch and streaming).
+one, and invalid token ids given to the parsers (batch and streaming); and the token ids
+the parsers take (lists, sequences, any 1-D array NumPy reads).
 
 Decisions per format, from the official templates:
 
@@ -33,7 +34,7 @@ import numpy as np
 import pytest
 
 from renderers import Message, Renderer, TextPart, ThinkingPart, ToolCallPart
-from tests.test_properties import SPECS, Spec
+from tests.test_properties import SPECS, ArrayLike, Spec
 
 spec_param = pytest.mark.parametrize("spec", SPECS, ids=repr)
 
@@ -388,9 +389,58 @@ def test_non_integer_token_ids_name_the_position(spec: Spec) -> None:
         parser.feed(good[:5])
         with pytest.raises(ValueError, match=r"token_ids\[6\] = .* is not an integer"):
             parser.feed([good[5], bad])
-    for array in (np.asarray([1.0, 2.0]), np.asarray([[1, 2]])):
-        with pytest.raises(ValueError, match=r"token_ids\[0\]"):
-            r.parse_response(array)
+    with pytest.raises(ValueError, match=r"token_ids\[0\] = 1.0 is not an integer"):
+        r.parse_response(np.asarray([1.0, 2.0]))
+
+
+@spec_param
+def test_token_ids_of_another_shape_or_text_are_refused_saying_so(spec: Spec) -> None:
+    r = spec.renderer()
+    good = _good_ids(r, 60)
+    shape = r"token_ids: expected a 1-D sequence of token ids, got an array of shape"
+    for n in (5, 60):  # the short and the long path
+        for array in (np.asarray([good[:n]]), ArrayLike([good[:n]])):
+            with pytest.raises(ValueError, match=rf"{shape} \(1, {n}\)$"):
+                r.parse_response(array)
+            with pytest.raises(ValueError, match=rf"{shape} \(1, {n}\)$"):
+                r.stream_parser().feed(array)
+    with pytest.raises(ValueError, match=rf"{shape} \(\)$"):
+        r.parse_response(ArrayLike(good[0]))
+    for text in ("Hello", b"Hello"):
+        with pytest.raises(ValueError, match=r"got (str|bytes) \(parse_text parses"):
+            r.parse_response(text)
+
+
+@spec_param
+def test_token_ids_in_any_array_type_parse_and_stream_as_the_list(spec: Spec) -> None:
+    """What ``generate`` returns (a PyTorch tensor) or any array NumPy reads is taken as
+    the ids it holds: parsing, streaming, decoding and a rollout see the list's."""
+    r = spec.renderer()
+    ids = [*_good_ids(r, 80), r.stop_token_ids[0], *_good_ids(r, 3)]
+    expected = r.parse_response(ids)
+    for dtype in (np.int32, np.int64, np.uint32):
+        for n in (5, len(ids)):  # the short and the long path
+            assert r.parse_response(ArrayLike(ids[:n], dtype)) == r.parse_response(ids[:n])
+        parser = r.stream_parser()
+        for k in range(0, len(ids), 7):
+            parser.feed(ArrayLike(ids[k : k + 7], dtype))
+        assert parser.finish() == expected
+    assert r.decode(ArrayLike(ids)) == r.decode(ids)
+    rollout = r.rollout([{"role": "user", "content": "Hi"}])
+    result = rollout.add_completion(ArrayLike(ids), ArrayLike([-0.5] * len(ids), np.float32))
+    assert result == expected
+    assert rollout.tokens[-81:].tolist() == ids[:81]
+    assert all(type(t) is int for t in rollout.tokens.tolist())
+
+
+def test_token_ids_as_a_pytorch_tensor_parse_as_the_list() -> None:
+    torch = pytest.importorskip("torch")  # the integration extra (CI installs it)
+    r = SPECS[0].renderer()
+    ids = [*_good_ids(r, 80), r.stop_token_ids[0]]
+    assert r.parse_response(torch.tensor(ids)) == r.parse_response(ids)
+    assert r.parse_response(torch.tensor(ids, dtype=torch.int32)[:5]) == r.parse_response(ids[:5])
+    with pytest.raises(ValueError, match=r"token_ids: cannot read a Tensor as an array \("):
+        r.parse_response(torch.tensor(ids, dtype=torch.bfloat16))
 
 
 @pytest.mark.parametrize("name", ['say "hi"', "two\nlines", "back\\slash"])

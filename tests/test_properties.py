@@ -1592,7 +1592,19 @@ def test_a_one_shot_parse_equals_feeding_the_ids(spec: Spec, data: st.DataObject
     expected = parser.finish()
     assert r.parse_response(ids) == expected
     assert r.parse_response(np.array(ids, dtype=np.int64)) == expected
+    assert r.parse_response(ArrayLike(ids)) == expected  # a tensor, say
     count(f"one-shot parse == fed [{spec!r}]")
+
+
+class ArrayLike:
+    """Token ids in an array type of another library (a PyTorch or JAX tensor): NumPy
+    reads it through ``__array__``; it is no ``Sequence``."""
+
+    def __init__(self, ids: Sequence[int], dtype: Any = np.int32) -> None:
+        self._array = np.asarray(ids, dtype=dtype)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._array if dtype is None else self._array.astype(dtype)
 
 
 @spec_param

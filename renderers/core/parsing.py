@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from renderers.core.messages import Message, Part, TextPart, ThinkingPart, UnparsedToolCallPart
-from renderers.core.tokens import TokenTable
+from renderers.core.tokens import TokenTable, as_token_ids
 
 __all__ = [
     "BatchRuns",
@@ -969,7 +969,7 @@ class StreamParser:
 
     def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         self._direct = False  # until the format says so again (not if _feed raises)
-        events = self._feed(token_ids)
+        events = self._feed(as_token_ids(token_ids))
         if self._pending or self._done or self._finished:
             self._direct = False
         else:
@@ -1277,6 +1277,7 @@ class StreamParser:
         """All the sampled ids at once: :meth:`feed` then :meth:`finish` (or the format's
         one-shot path, :meth:`_parse_runs`, which gives the same result)."""
         self._one_shot = True
+        token_ids = as_token_ids(token_ids)
         if (
             self.asm.events is None
             and not self._pos

@@ -23,7 +23,7 @@ import numpy as np
 from renderers.core.fast_encoding import fast_encoder
 from renderers.core.vocabulary import class_spec, read_vocabulary
 
-__all__ = ["TokenTable", "token_table"]
+__all__ = ["TokenTable", "as_token_ids", "token_table"]
 
 
 class TokenTable:
@@ -233,10 +233,45 @@ class TokenTable:
         """Where each token's bytes start in the table's flat bytes."""
         return self._starts
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
-        self.check_ids(ids)
-        return b"".join(map(self.id_to_bytes.__getitem__, ids)).decode("utf-8", "replace")
+        given = as_token_ids(ids)
+        listed: Sequence[int] = given.tolist() if isinstance(given, np.ndarray) else given
+        self.check_ids(listed)
+        return b"".join(map(self.id_to_bytes.__getitem__, listed)).decode("utf-8", "replace")
+
+
+def as_token_ids(token_ids: Any) -> Sequence[int] | np.ndarray:
+    """Token ids as a caller gives them, in a form the parsers read: a list, a sequence of
+    ints or a 1-D NumPy array as given; any other array NumPy reads (a PyTorch or JAX
+    tensor on the CPU, what ``generate`` returns) as a NumPy array. Text, or an array of
+    another shape, is a ``ValueError`` saying so."""
+    if type(token_ids) is list:
+        return token_ids
+    if isinstance(token_ids, (str, bytes, bytearray)):
+        raise ValueError(
+            f"token_ids: expected a sequence of token ids, got {type(token_ids).__name__}"
+            " (parse_text parses a completion given as text)"
+        )
+    array: np.ndarray
+    if isinstance(token_ids, np.ndarray):
+        array = token_ids
+    elif not hasattr(token_ids, "__array__"):
+        sequence: Sequence[int] = token_ids
+        return sequence
+    else:
+        try:
+            array = np.asarray(token_ids)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(
+                f"token_ids: cannot read a {type(token_ids).__name__} as an array ({first})"
+            ) from None
+    if array.ndim != 1:
+        raise ValueError(
+            f"token_ids: expected a 1-D sequence of token ids, got an array of shape {array.shape}"
+        )
+    return array
 
 
 _GATHER_CHUNK = 1 << 15
