@@ -69,7 +69,7 @@ def describe_renderers() -> str:
 
 def renderer_class(name_or_model_id: str) -> type[Renderer]:
     """The renderer class for a name (``"qwen3"``) or model id (``"Qwen/Qwen3-8B"``)."""
-    key = name_or_model_id.strip()
+    key = _checked_name(name_or_model_id).strip()
     lowered = key.lower()
     for cls in renderer_classes():
         if key == cls.name or lowered in (m.lower() for m in cls.model_ids):
@@ -77,6 +77,21 @@ def renderer_class(name_or_model_id: str) -> type[Renderer]:
     raise ValueError(
         f"unknown renderer or model id {name_or_model_id!r}; known: {describe_renderers()}"
     )
+
+
+def _checked_name(name_or_model_id: object) -> str:
+    """``name_or_model_id`` if it is a string, else a ``TypeError`` saying what to pass (a
+    tokenizer given first is the usual slip)."""
+    if isinstance(name_or_model_id, str):
+        return name_or_model_id
+    kind = type(name_or_model_id).__name__
+    if hasattr(name_or_model_id, "encode") and hasattr(name_or_model_id, "decode"):
+        model = getattr(name_or_model_id, "name_or_path", None) or "MODEL_ID"
+        raise TypeError(
+            f"name_or_model_id: expected a renderer name or a model id, got a {kind}; pass "
+            f"the tokenizer second: get_renderer({model!r}, tokenizer)"
+        )
+    raise TypeError(f"name_or_model_id: expected a renderer name or a model id, got {kind}")
 
 
 def get_renderer(
@@ -93,7 +108,7 @@ def get_renderer(
     :class:`~renderers.template.TemplateRenderer` built from the model's own chat template
     (``renderer.name == "template"``); ``generic=True`` uses it for a supported model too.
     """
-    key = name_or_model_id.strip()
+    key = _checked_name(name_or_model_id).strip()
     try:
         cls: type[Renderer] | None = renderer_class(key)
     except ValueError:

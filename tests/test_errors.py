@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from renderers import Message, Renderer, TextPart, ThinkingPart, ToolCallPart
+from renderers import Message, Renderer, TextPart, ThinkingPart, ToolCallPart, get_renderer
 from tests.test_properties import SPECS, ArrayLike, Spec
 
 spec_param = pytest.mark.parametrize("spec", SPECS, ids=repr)
@@ -470,3 +470,18 @@ def test_deepseek_v3_reasoning_after_the_start_of_a_turn_is_rejected() -> None:
         r.build_supervised_example(
             [{"role": "user", "content": "x"}, message], render_thinking=True
         )
+
+
+def test_get_renderer_given_a_tokenizer_first_says_to_pass_it_second(
+    qwen3_tokenizer: Any,
+) -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"got a \w+Tokenizer\w*; pass the tokenizer second: "
+        r"get_renderer\('Qwen/Qwen3-8B', tokenizer\)$",
+    ):
+        get_renderer(qwen3_tokenizer)
+    for other in (None, 3):
+        with pytest.raises(TypeError, match=r"expected a renderer name or a model id, got \w+$"):
+            get_renderer(other)  # type: ignore[arg-type]
+    assert get_renderer("qwen3", qwen3_tokenizer).tokenizer is qwen3_tokenizer
