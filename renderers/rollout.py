@@ -28,7 +28,7 @@ import numpy as np
 
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.parsing import ParseIssue, ParseResult, Termination
-from renderers.core.tokens import TokenTable, as_token_ids
+from renderers.core.tokens import TokenTable, as_token_ids, int_ids
 from renderers.view import MessageMarkers, TokenView, supervised_view
 
 __all__ = [
@@ -228,14 +228,17 @@ class Rollout:
         ``messages`` is the conversation the prompt was rendered from; without it the
         renderer infers the little context its format needs from the ids.
         """
+        given = as_token_ids(prompt_ids)
+        listed = given.tolist() if isinstance(given, np.ndarray) else list(given)
+        renderer.table.check_ids(listed)
+        prompt = list(int_ids(listed))
         conversation = (
             coerce_messages(messages)
             if messages is not None
-            else renderer._continuation_context(prompt_ids, options)
+            else renderer._continuation_context(prompt, options)
         )
-        renderer.table.check_ids(prompt_ids)
         rollout = cls.__new__(cls)
-        rollout._start(renderer, conversation, prompt_ids, tools, options)
+        rollout._start(renderer, conversation, prompt, tools, options)
         rollout._set_limits(max_length, max_response_length, max_turns)
         return rollout
 
@@ -299,6 +302,7 @@ class Rollout:
                 f"finish_reason: expected 'stop', 'length' or None, got {finish_reason!r}"
             )
         result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
+        ids = list(int_ids(ids))  # (checked by the parse)
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
         start = len(self._ids)
         self._ids += ids[:kept]

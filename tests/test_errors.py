@@ -27,6 +27,7 @@ Decisions per format, from the official templates:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -34,6 +35,7 @@ import numpy as np
 import pytest
 
 from renderers import Message, Renderer, TextPart, ThinkingPart, ToolCallPart, get_renderer
+from renderers.rollout import Rollout
 from tests.test_properties import SPECS, ArrayLike, Spec
 
 spec_param = pytest.mark.parametrize("spec", SPECS, ids=repr)
@@ -430,7 +432,44 @@ def test_token_ids_in_any_array_type_parse_and_stream_as_the_list(spec: Spec) ->
     result = rollout.add_completion(ArrayLike(ids), ArrayLike([-0.5] * len(ids), np.float32))
     assert result == expected
     assert rollout.tokens[-81:].tolist() == ids[:81]
-    assert all(type(t) is int for t in rollout.tokens.tolist())
+
+
+@spec_param
+def test_token_ids_given_as_integers_of_any_kind_come_back_as_python_ints(spec: Spec) -> None:
+    """A list of NumPy integers or of 0-d integer arrays (``list(tensor)``), or an object
+    array of them, parses like the list of ints, on the short and the long path alike,
+    and what a result or a rollout gives back is Python ints (JSON-serialisable)."""
+    r = spec.renderer()
+    ids = [*_good_ids(r, 80), r.stop_token_ids[0], *_good_ids(r, 40)]
+    for n in (3, 10, 81, 82, len(ids)):  # tails of none, a few and many ids
+        given = [*ids[: n - 1], r.stop_token_ids[0], *ids[n:]] if n < 81 else ids[:n]
+        expected = r.parse_response(given)
+        for kind in (
+            [np.int64(t) for t in given],
+            [np.array(t, dtype=np.int32) for t in given],
+            np.array([np.uint16(t) if t < 2**16 else t for t in given], dtype=object),
+        ):
+            result = r.parse_response(kind)
+            assert result == expected
+            assert all(type(t) is int for t in result.trailing_ids)
+            json.dumps(list(result.trailing_ids))
+            parser = r.stream_parser()
+            for k in range(0, len(kind), 5):
+                parser.feed(kind[k : k + 5])
+            streamed = parser.finish()
+            assert streamed == expected
+            assert all(type(t) is int for t in streamed.trailing_ids)
+    messages = [{"role": "user", "content": "Hi"}]
+    prompt = r.build_generation_prompt(messages)
+    rollout = Rollout.resume(r, [np.array(t) for t in prompt], messages=messages)
+    assert rollout.prompt_ids == prompt
+    assert all(type(t) is int for t in rollout.prompt_ids)
+    rollout.add_completion([np.int64(t) for t in ids])
+    after = rollout.add_messages([{"role": "user", "content": "More?"}])
+    assert all(type(t) is int for t in after)
+    assert all(type(t) is int for t in rollout.prompt_ids)
+    # (the stop token after them is the format's history token: gpt-oss writes <|end|>)
+    assert rollout.prompt_ids[len(prompt) : len(prompt) + 80] == ids[:80]
 
 
 def test_token_ids_as_a_pytorch_tensor_parse_as_the_list() -> None:

@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from renderers.core.messages import Message, Part, TextPart, ThinkingPart, UnparsedToolCallPart
-from renderers.core.tokens import TokenTable, as_token_ids
+from renderers.core.tokens import TokenTable, as_token_ids, int_ids
 
 __all__ = [
     "BatchRuns",
@@ -118,7 +118,7 @@ class _TrailingIds(_Deferred):
         out: list[int] = []
         for piece in self._pieces:
             out += piece.tolist() if isinstance(piece, np.ndarray) else piece
-        return tuple(out)
+        return int_ids(out)
 
 
 class _TrailingText(_Deferred):
@@ -1039,7 +1039,7 @@ class StreamParser:
         """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
         if not all(type(t) is int for t in ids):
             self._table.check_ids(ids, self._pos)  # names the first non-integer
-            ids = [int(t) for t in ids]  # NumPy integers
+            ids = list(int_ids(ids))  # NumPy integers, 0-d integer tensors
         structural = self._structural
         valid = self._valid
         n = self._vocab_size
@@ -1103,7 +1103,7 @@ class StreamParser:
         def on_run(j: int, prev: int, cut: int) -> None:
             self._pos = base + prev
             if cut - prev < _GATHER_MIN:
-                self._run(arr[prev:cut].tolist() if ids is None else ids[prev:cut])
+                self._run(arr[prev:cut].tolist())  # (a list's own items may be any integers)
             else:
                 self._run_large(arr[prev:cut])
 
@@ -1174,7 +1174,7 @@ class StreamParser:
                 on_run(j, prev, cut)
             if cut < n:
                 self._pos = base + cut
-                self._structural_token(tokens[j] if ids is None else ids[cut])
+                self._structural_token(tokens[j])
             prev = cut + 1
 
     def _trail(self, ids: list[int] | np.ndarray) -> None:
@@ -1391,7 +1391,7 @@ class StreamParser:
         else:
             termination = Termination.EOS
         pieces = self._trailing_pieces
-        trailing = tuple(self._trailing) if not pieces else ()
+        trailing = int_ids(self._trailing) if not pieces else ()
         result = ParseResult(
             message, termination, tuple(spans), self._stop_id, trailing, "", tuple(self._issues)
         )

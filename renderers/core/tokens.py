@@ -13,17 +13,17 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from itertools import compress, count
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from renderers.core.fast_encoding import fast_encoder
 from renderers.core.vocabulary import class_spec, read_vocabulary
 
-__all__ = ["TokenTable", "as_token_ids", "token_table"]
+__all__ = ["TokenTable", "as_token_ids", "int_ids", "token_table"]
 
 
 class TokenTable:
@@ -195,13 +195,18 @@ class TokenTable:
 
     def check_ids(self, ids: Sequence[int], offset: int = 0) -> None:
         """Raise ``ValueError`` naming the first position holding an invalid token id
-        (not an integer, negative, or not in the vocabulary). Python ints (a ``bool`` is
-        one) and NumPy integers are integers."""
+        (not an integer, negative, or not in the vocabulary). Integers are what Python
+        takes as an index: ints (a ``bool`` is one), NumPy integers, 0-d integer tensors."""
         valid = self.valid
         n = self.vocab_size
         for pos, t in enumerate(ids):
-            if not isinstance(t, (int, np.integer)):
-                raise ValueError(f"token_ids[{offset + pos}] = {t!r} is not an integer token id")
+            if type(t) is not int:
+                try:
+                    t = operator.index(t)
+                except TypeError:
+                    raise ValueError(
+                        f"token_ids[{offset + pos}] = {t!r} is not an integer token id"
+                    ) from None
             if not (0 <= t < n and valid[t]):
                 raise ValueError(
                     f"token_ids[{offset + pos}] = {t} is not a token id of this tokenizer "
@@ -241,6 +246,14 @@ class TokenTable:
         return b"".join(map(self.id_to_bytes.__getitem__, listed)).decode("utf-8", "replace")
 
 
+def int_ids(ids: Iterable[Any]) -> tuple[int, ...]:
+    """Checked ids as Python ints (what results hold, whatever integers a caller gave)."""
+    out = tuple(ids)
+    if all(type(t) is int for t in out):
+        return out
+    return tuple(map(operator.index, out))
+
+
 def as_token_ids(token_ids: Any) -> Sequence[int] | np.ndarray:
     """Token ids as a caller gives them, in a form the parsers read: a list, a sequence of
     ints or a 1-D NumPy array as given; any other array NumPy reads (a PyTorch or JAX
@@ -256,6 +269,8 @@ def as_token_ids(token_ids: Any) -> Sequence[int] | np.ndarray:
     array: np.ndarray
     if isinstance(token_ids, np.ndarray):
         array = token_ids
+        if array.dtype.kind == "O":  # Python objects: read one by one, as a list's
+            return list(array) if array.ndim == 1 else _refused_shape(array)
     elif not hasattr(token_ids, "__array__"):
         sequence: Sequence[int] = token_ids
         return sequence
@@ -267,11 +282,13 @@ def as_token_ids(token_ids: Any) -> Sequence[int] | np.ndarray:
             raise ValueError(
                 f"token_ids: cannot read a {type(token_ids).__name__} as an array ({first})"
             ) from None
-    if array.ndim != 1:
-        raise ValueError(
-            f"token_ids: expected a 1-D sequence of token ids, got an array of shape {array.shape}"
-        )
-    return array
+    return array if array.ndim == 1 else _refused_shape(array)
+
+
+def _refused_shape(array: np.ndarray) -> NoReturn:
+    raise ValueError(
+        f"token_ids: expected a 1-D sequence of token ids, got an array of shape {array.shape}"
+    )
 
 
 _GATHER_CHUNK = 1 << 15
