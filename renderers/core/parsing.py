@@ -969,7 +969,7 @@ class StreamParser:
 
     def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         self._direct = False  # until the format says so again (not if _feed raises)
-        events = self._feed(as_token_ids(token_ids))
+        events = self._feed(token_ids if type(token_ids) is list else as_token_ids(token_ids))
         if self._pending or self._done or self._finished:
             self._direct = False
         else:
