@@ -130,6 +130,7 @@ from renderers.core.parsing import (
     ParseResult,
     StreamParser,
 )
+from renderers.core.tokens import int_ids
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
@@ -845,7 +846,7 @@ class _GptOssParser(StreamParser):
             ids = _as_list(self._chunk[start - base : at - base])
         else:
             ids = self._stash + _as_list(self._chunk[: at - base])
-        self._trailing.extend(ids)
+        self._trailing += int_ids(ids)  # (the caller's own items: any integers)
         self._done = True
         self.machine.halt()
 

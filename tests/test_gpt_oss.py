@@ -746,6 +746,14 @@ def test_another_roles_message_ends_the_completion(r: GptOssRenderer, tok: Any) 
     for t in ids:
         parser.feed([t])
     assert parser.finish() == res
+    # The ids of the other message come back as Python ints, whatever integers were given.
+    numpy_ids = [np.int64(t) for t in ids]
+    parser = r.stream_parser()
+    for k in range(0, len(ids), 3):
+        parser.feed(numpy_ids[k : k + 3])
+    for parsed in (r.parse_response(numpy_ids), parser.finish()):
+        assert parsed == res
+        assert all(type(t) is int for t in parsed.trailing_ids)
 
 
 @pytest.mark.parametrize("name", sorted(LENIENT))

@@ -118,7 +118,7 @@ class _TrailingIds(_Deferred):
         out: list[int] = []
         for piece in self._pieces:
             out += piece.tolist() if isinstance(piece, np.ndarray) else piece
-        return int_ids(out)
+        return tuple(out)
 
 
 class _TrailingText(_Deferred):
@@ -1025,7 +1025,7 @@ class StreamParser:
         ids = token_ids if isinstance(token_ids, list) else list(token_ids)
         if self._done:
             self._table.check_ids(ids, self._pos)
-            self._trailing.extend(ids)
+            self._trailing += int_ids(ids)
             self._pos += len(ids)
             return []
         if len(ids) <= _SMALL_CHUNK:
@@ -1092,7 +1092,7 @@ class StreamParser:
         n = len(arr)
         byte_ends = self._byte_ends
         if n <= _JOIN_MAX:
-            self._feed_joined(ids, arr, cuts, tokens)
+            self._feed_joined(arr, cuts, tokens)
             if byte_ends is not None:
                 byte_ends.uncover(self._pos, ids is None and not self._one_shot)
             return
@@ -1103,11 +1103,11 @@ class StreamParser:
         def on_run(j: int, prev: int, cut: int) -> None:
             self._pos = base + prev
             if cut - prev < _GATHER_MIN:
-                self._run(arr[prev:cut].tolist())  # (a list's own items may be any integers)
+                self._run(arr[prev:cut].tolist())
             else:
                 self._run_large(arr[prev:cut])
 
-        self._walk(ids, arr, cuts, tokens, on_run)
+        self._walk(arr, cuts, tokens, on_run)
         if byte_ends is not None:
             byte_ends.uncover(self._pos, ids is None and not self._one_shot)
 
@@ -1152,7 +1152,6 @@ class StreamParser:
 
     def _walk(
         self,
-        ids: list[int] | None,
         arr: np.ndarray,
         cuts: list[int],
         tokens: list[int],
@@ -1160,14 +1159,15 @@ class StreamParser:
     ) -> None:
         """A chunk's runs and structural ids in order: ``on_run(j, prev, cut)`` for the
         ordinary ids ``[prev, cut)`` before structural id ``j`` (at ``cuts[j]``), then that
-        id; once the message has ended, the rest of the chunk is trailing."""
+        id; once the message has ended, the rest of the chunk is trailing (taken from
+        ``arr``, whose items are ints whatever integers a caller's list held)."""
         n = len(arr)
         base = self._pos
         prev = 0
         cuts.append(n)
         for j, cut in enumerate(cuts):
             if self._done:
-                self._trail(arr[prev:] if ids is None else ids[prev:])
+                self._trail(arr[prev:])
                 self._pos = base + n
                 return
             if cut > prev:
@@ -1177,20 +1177,18 @@ class StreamParser:
                 self._structural_token(tokens[j])
             prev = cut + 1
 
-    def _trail(self, ids: list[int] | np.ndarray) -> None:
-        """Ids after the end of the message, in order: a long run is kept as it came (an
-        array copied), not as a Python int per id, until ``trailing_ids`` is read."""
+    def _trail(self, ids: np.ndarray) -> None:
+        """Ids after the end of the message, in order: a long run is kept as an array (a
+        copy), not as a Python int per id, until ``trailing_ids`` is read."""
         if len(ids) <= _SMALL_CHUNK:
-            self._trailing.extend(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+            self._trailing += ids.tolist()
             return
         if self._trailing:
             self._trailing_pieces.append(self._trailing)
             self._trailing = []
-        self._trailing_pieces.append(ids.copy() if isinstance(ids, np.ndarray) else ids)
+        self._trailing_pieces.append(ids.copy())
 
-    def _feed_joined(
-        self, ids: list[int] | None, arr: np.ndarray, cuts: list[int], tokens: list[int]
-    ) -> None:
+    def _feed_joined(self, arr: np.ndarray, cuts: list[int], tokens: list[int]) -> None:
         """The rest of :meth:`_feed_large` for a chunk of up to ``_JOIN_MAX`` ids: the
         ordinary text of the whole chunk is joined once (structural ids count no bytes)
         and each run between structural ids is a slice of it (of its decoded text when
@@ -1232,7 +1230,7 @@ class StreamParser:
             # Structural ids have no bytes: a run starts where the one before it ended.
             write(bounds[j - 1] if j else 0, bounds[j])
 
-        self._walk(ids, arr, cuts, tokens, on_run)
+        self._walk(arr, cuts, tokens, on_run)
 
     def _chunk_bytes(self, arr: np.ndarray) -> tuple[bytes, np.ndarray]:
         """The ordinary text of the ids ``arr`` joined (structural ids count no bytes),
@@ -1311,7 +1309,7 @@ class StreamParser:
         is finished."""
         if stop is not None:
             self._stop_id = runs.tokens[stop]
-            self._trailing = runs.after(runs.cuts[stop])
+            self._trail(runs.ids[runs.cuts[stop] + 1 :])
         self._done = self._finished = True
         self._pos = runs.count
         self.asm.kind = None
@@ -1349,7 +1347,7 @@ class StreamParser:
             texts = [
                 data[a:b].decode("utf-8", "replace") for a, b in zip(starts, bounds, strict=True)
             ]
-        return BatchRuns(texts, tokens, cuts, n, arr if ids is None else ids, ends)
+        return BatchRuns(texts, tokens, cuts, n, arr, ends)
 
     def finish(self) -> ParseResult:
         """End of the sampled ids: close what is open and return the result."""
@@ -1391,7 +1389,7 @@ class StreamParser:
         else:
             termination = Termination.EOS
         pieces = self._trailing_pieces
-        trailing = int_ids(self._trailing) if not pieces else ()
+        trailing = tuple(self._trailing) if not pieces else ()
         result = ParseResult(
             message, termination, tuple(spans), self._stop_id, trailing, "", tuple(self._issues)
         )
@@ -1415,14 +1413,10 @@ class BatchRuns:
     tokens: list[int]
     cuts: list[int]
     count: int
-    ids: list[int] | np.ndarray
+    ids: np.ndarray
+    """The ids as integers (whatever integers the caller gave)."""
     byte_ends: np.ndarray
     """Per id, where its bytes end in the joined ordinary text (structural ids have none)."""
-
-    def after(self, position: int) -> list[int]:
-        """The ids after ``position`` (what trails a stop token there)."""
-        rest = self.ids[position + 1 :]
-        return rest.tolist() if isinstance(rest, np.ndarray) else rest
 
 
 _NOT_THROUGH: tuple[bool, MarkerScanner | None] = (False, None)
