@@ -28,7 +28,7 @@ import numpy as np
 
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.parsing import ParseIssue, ParseResult, Termination
-from renderers.core.tokens import TokenTable, as_token_ids, int_ids
+from renderers.core.tokens import TokenTable, id_list, int_ids
 from renderers.view import MessageMarkers, TokenView, supervised_view
 
 __all__ = [
@@ -228,10 +228,9 @@ class Rollout:
         ``messages`` is the conversation the prompt was rendered from; without it the
         renderer infers the little context its format needs from the ids.
         """
-        given = as_token_ids(prompt_ids)
-        listed = given.tolist() if isinstance(given, np.ndarray) else list(given)
+        listed = id_list(prompt_ids)
         renderer.table.check_ids(listed)
-        prompt = list(int_ids(listed))
+        prompt = int_ids(listed)
         conversation = (
             coerce_messages(messages)
             if messages is not None
@@ -294,15 +293,14 @@ class Rollout:
             raise RuntimeError(
                 f"add_completion(): the rollout already has max_turns={self.max_turns} completions"
             )
-        sampled = as_token_ids(completion_ids)
-        ids = sampled.tolist() if isinstance(sampled, np.ndarray) else list(sampled)
+        ids = id_list(completion_ids)
         given = self._checked_logprobs(logprobs, len(ids))
         if finish_reason is not None and finish_reason not in _FINISH_REASONS:
             raise ValueError(
                 f"finish_reason: expected 'stop', 'length' or None, got {finish_reason!r}"
             )
         result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
-        ids = list(int_ids(ids))  # (checked by the parse)
+        ids = int_ids(ids)  # (checked by the parse)
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
         start = len(self._ids)
         self._ids += ids[:kept]

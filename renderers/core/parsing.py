@@ -1039,7 +1039,7 @@ class StreamParser:
         """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
         if not all(type(t) is int for t in ids):
             self._table.check_ids(ids, self._pos)  # names the first non-integer
-            ids = list(int_ids(ids))  # NumPy integers, 0-d integer tensors
+            ids = int_ids(ids)  # NumPy integers, 0-d integer tensors
         structural = self._structural
         valid = self._valid
         n = self._vocab_size

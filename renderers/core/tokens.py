@@ -23,7 +23,7 @@ import numpy as np
 from renderers.core.fast_encoding import fast_encoder
 from renderers.core.vocabulary import class_spec, read_vocabulary
 
-__all__ = ["TokenTable", "as_token_ids", "int_ids", "token_table"]
+__all__ = ["TokenTable", "as_token_ids", "id_list", "int_ids", "token_table"]
 
 
 class TokenTable:
@@ -240,18 +240,21 @@ class TokenTable:
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """Decode ids to text (control tokens as their text, bad UTF-8 replaced)."""
-        given = as_token_ids(ids)
-        listed: Sequence[int] = given.tolist() if isinstance(given, np.ndarray) else given
+        listed = id_list(ids)
         self.check_ids(listed)
         return b"".join(map(self.id_to_bytes.__getitem__, listed)).decode("utf-8", "replace")
 
 
-def int_ids(ids: Iterable[Any]) -> tuple[int, ...]:
-    """Checked ids as Python ints (what results hold, whatever integers a caller gave)."""
-    out = tuple(ids)
-    if all(type(t) is int for t in out):
-        return out
-    return tuple(map(operator.index, out))
+def int_ids(ids: Iterable[Any]) -> list[int]:
+    """Checked ids as Python ints (what results hold, whatever integers a caller gave;
+    ``operator.index`` over them is faster than testing whether they already are)."""
+    return list(map(operator.index, ids))
+
+
+def id_list(token_ids: Any) -> list[Any]:
+    """The ids a caller gave (see :func:`as_token_ids`) as a list, unchecked."""
+    given = as_token_ids(token_ids)
+    return given.tolist() if isinstance(given, np.ndarray) else list(given)
 
 
 def as_token_ids(token_ids: Any) -> Sequence[int] | np.ndarray:
