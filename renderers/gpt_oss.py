@@ -627,6 +627,14 @@ class GptOssRenderer(Renderer):
             return 0, [tk.call]
         return 0, [tk.end]
 
+    def _dropped_stop(self, result: ParseResult, completion_ids: Sequence[int]) -> list[int]:
+        # History ends a final answer with <|end|>; the model ends it with <|return|> (a
+        # stop token, where <|end|> is not one).
+        closing = self._close_turn(result, completion_ids)[1]
+        last = result.message.parts[-1] if result.message.parts else None
+        final = type(last) is TextPart and last.channel in (None, "final")
+        return [self.tokens.return_] if final and closing == [self.tokens.end] else closing
+
     def _new_parser(self, options: GptOssOptions, events: bool) -> StreamParser:
         return _GptOssParser(self, events)
 

@@ -298,6 +298,12 @@ class Renderer:
             return 0, []
         return 0, [self.stop_token_ids[0]]
 
+    def _dropped_stop(self, result: ParseResult, completion_ids: Sequence[int]) -> list[int]:
+        """The ids that end a turn the sampler stopped without returning its stop token, as
+        the model ends it (an export's last turn, which no history form follows): the
+        closing of :meth:`_close_turn` unless the format's history spells it otherwise."""
+        return self._close_turn(result, completion_ids)[1]
+
     def _continuation_context(
         self, prompt_ids: Sequence[int], options: Mapping[str, Any]
     ) -> list[Message]:

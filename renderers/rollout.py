@@ -73,6 +73,8 @@ class TurnRenderer(Protocol):
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]: ...
 
+    def _dropped_stop(self, result: ParseResult, completion_ids: Sequence[int]) -> list[int]: ...
+
     def _continuation_context(
         self, prompt_ids: Sequence[int], options: Mapping[str, Any]
     ) -> list[Message]: ...
@@ -147,11 +149,12 @@ class Rollout:
     """One multi-turn episode as the exact token ids the model saw and sampled.
 
     >>> rollout = renderer.rollout(messages, tools=tools, max_length=8192)
-    >>> ids, logprobs = sample(rollout.prompt_ids, max_tokens=rollout.max_tokens(1024))
-    >>> result = rollout.add_completion(ids, logprobs)     # parsed message
-    >>> if not rollout.done:
-    ...     rollout.add_messages(tool_results)               # the next prompt
-    >>> rollout.tokens, rollout.weights, rollout.logprobs    # aligned, one per token
+    >>> while not rollout.done:     # before each sample: new messages may fill the budget
+    ...     ids, logprobs = sample(rollout.prompt_ids, max_tokens=rollout.max_tokens(1024))
+    ...     result = rollout.add_completion(ids, logprobs)     # parsed message
+    ...     if not rollout.done:
+    ...         rollout.add_messages(tool_results)               # the next prompt
+    >>> rollout.tokens, rollout.weights, rollout.logprobs        # aligned, one per token
 
     Tokens after a completion's stop token are not part of the turn and are not kept
     (nor their logprobs). ``max_length`` bounds the whole episode (prompt included, the
@@ -252,8 +255,13 @@ class Rollout:
     def max_tokens(self, per_turn: int | None = None) -> int:
         """The most tokens the next completion may sample (a sampler's ``max_tokens``):
         ``per_turn`` capped by what is left of ``max_length`` and ``max_response_length``;
-        0 when nothing is left (then :attr:`done` is ``LENGTH``)."""
+        at least 1. An episode that is over (:attr:`done`: no room left, or ``max_turns``
+        reached) has no next completion: then this raises, so that no sampler is ever asked
+        for 0 tokens (vLLM refuses them) or, worse, for an unbounded turn."""
         self._check_awaiting("max_tokens()")
+        if per_turn is not None and (type(per_turn) is not int or per_turn < 1):
+            raise ValueError(f"per_turn: expected a positive integer or None, got {per_turn!r}")
+        self._check_not_over("max_tokens()")
         prompt_length = self._turns[0].end
         bounds = [
             b
@@ -271,7 +279,31 @@ class Rollout:
                 "max_tokens(): no budget to bound the next turn: pass per_turn, or give the "
                 "rollout max_length or max_response_length"
             )
-        return max(0, min(bounds))
+        return min(bounds)
+
+    def _check_not_over(self, what: str) -> None:
+        """Refuse to sample an episode that is over (while it waits for a completion, only
+        ``max_turns`` or the budget end it)."""
+        reason = self.done_reason
+        if reason is DoneReason.MAX_TURNS:
+            raise RuntimeError(
+                f"{what}: the episode is over: it already has max_turns={self.max_turns} "
+                "completions (check rollout.done before sampling)"
+            )
+        if reason is DoneReason.LENGTH:
+            limits = ", ".join(
+                f"{name}={value}"
+                for name, value in (
+                    ("max_length", self.max_length),
+                    ("max_response_length", self.max_response_length),
+                )
+                if value is not None
+            )
+            raise RuntimeError(
+                f"{what}: the episode is over: no room left for another token ({limits}; "
+                f"{len(self._ids)} tokens, {len(self._ids) - self._turns[0].end} after the "
+                "prompt; check rollout.done before sampling)"
+            )
 
     def add_completion(
         self,
@@ -286,13 +318,12 @@ class Rollout:
         for every completion of an episode or for none). ``finish_reason`` is the
         sampler's (OpenAI / vLLM spelling): ``"stop"`` when it stopped at a stop token or
         string it did not return, ``"length"`` when it ran out of tokens; without it, a
-        completion without a stop token counts as cut off.
+        completion without a stop token counts as cut off. Refused once the episode is
+        over while it waits for a completion (no room left, or ``max_turns`` reached): a
+        sample taken then is outside the budget.
         """
         self._check_awaiting("add_completion()", twice=True)
-        if self.max_turns is not None and len(self.results) >= self.max_turns:
-            raise RuntimeError(
-                f"add_completion(): the rollout already has max_turns={self.max_turns} completions"
-            )
+        self._check_not_over("add_completion()")
         ids = id_list(completion_ids)
         given = self._checked_logprobs(logprobs, len(ids))
         if finish_reason is not None and finish_reason not in _FINISH_REASONS:
@@ -404,6 +435,17 @@ class Rollout:
     def has_logprobs(self) -> bool:
         """Whether the completions came with logprobs."""
         return bool(self._with_logprobs)
+
+    def closing_ids(self) -> list[int]:
+        """The ids that end the last completion's turn as the model ends it, when the
+        sampler stopped without returning them (``finish_reason="stop"`` and no stop token
+        kept): closers of a block left open, then the stop token; ``[]`` when the last
+        completion kept its stop token or was cut off. Exports append them with weight 0
+        (nothing sampled them), so that the exported turn is closed as the stacks expect."""
+        if not self.results or not self._ended[-1] or self.results[-1].stop_token_id is not None:
+            return []
+        turn = next(t for t in reversed(self._turns) if t.kind is TurnKind.COMPLETION)
+        return self.renderer._dropped_stop(self.results[-1], self._ids[turn.start : turn.end])
 
     @property
     def turns(self) -> tuple[Turn, ...]:

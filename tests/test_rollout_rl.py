@@ -272,8 +272,49 @@ def test_max_tokens_is_what_is_left_of_the_budgets() -> None:
     assert tight.max_tokens(1000) == len(call) + 5
     tight.add_completion(call)
     tight.add_messages([TOOL_RESULT])  # the tool result does not fit in 5 tokens
-    assert tight.max_tokens(1000) == 0
     assert tight.done_reason is DoneReason.LENGTH
+
+
+@pytest.mark.parametrize("limit", ["max_length", "max_response_length"])
+@pytest.mark.parametrize("room", [0, 1])
+def test_an_episode_out_of_budget_is_never_sampled_again(limit: str, room: int) -> None:
+    """New messages can fill the budget: then the episode is over, ``max_tokens`` never
+    answers 0 (a sampler refuses it) and ``add_completion`` refuses a sample taken anyway;
+    with a token of room left both go on."""
+    r = renderer("qwen3")
+    call = qwen3_ids(QWEN3_CALL + "<|im_end|>")
+    probe = r.rollout(START, tools=TOOLS)
+    probe.add_completion(call)
+    after = len(probe.add_messages([TOOL_RESULT]))
+    prompt = probe.turns[0].end
+    budget = after + room if limit == "max_length" else after - prompt + room
+    rollout = r.rollout(START, tools=TOOLS, **{limit: budget})
+    rollout.add_completion(call)
+    rollout.add_messages([TOOL_RESULT])
+    if room:
+        assert not rollout.done and rollout.max_tokens(50) == 1
+        rollout.add_completion(qwen3_ids("Sunny."), finish_reason="length")
+        assert rollout.done_reason is DoneReason.LENGTH
+        return
+    assert rollout.done_reason is DoneReason.LENGTH
+    with pytest.raises(
+        RuntimeError, match=rf"max_tokens\(\): the episode is over: no room left .*{limit}={budget}"
+    ):
+        rollout.max_tokens(50)
+    with pytest.raises(RuntimeError, match=r"add_completion\(\): the episode is over"):
+        rollout.add_completion([])
+    assert len(rollout.turns) == 3  # nothing was added
+
+
+def test_a_prompt_that_fills_the_budget_leaves_nothing_to_sample() -> None:
+    r = renderer("qwen3")
+    prompt = r.build_generation_prompt(START)
+    rollout = r.rollout(START, max_length=len(prompt))
+    assert rollout.done_reason is DoneReason.LENGTH
+    with pytest.raises(RuntimeError, match="the episode is over"):
+        rollout.max_tokens(10)
+    with pytest.raises(ValueError, match=r"per_turn: expected a positive integer or None, got 0"):
+        r.rollout(START).max_tokens(0)
 
 
 def test_budget_errors_are_clear() -> None:
