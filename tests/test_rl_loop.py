@@ -31,9 +31,18 @@ from transformers import (
     LogitsProcessorList,
 )
 
+from renderers.registry import renderer_names
 from renderers.rl_exports import trl_rollout_output, verl_agent_loop_output
 from renderers.rollout import DoneReason, TurnKind
-from tests.test_rollout_rl import renderer
+from tests.test_rollout_rl import (
+    ANSWER,
+    CALL,
+    TOOL_RESULT,
+    logprobs_for,
+    renderer,
+    sampled,
+    with_stop,
+)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -288,6 +297,79 @@ def test_gpt_oss_return_replaced_in_history_keeps_the_models_logprob() -> None:
     assert rollout.tokens[replaced] == r.tokens.end and rollout.weights[replaced] == 0
     assert rollout.logprobs[replaced] == np.float32(sampler.calls[0][2][-1])
     assert_logprobs_are_the_models(model, rollout, sampler)
+
+
+class ReplaySampler:
+    """Replays a format's tool call, then its answer (the ids its supervised example
+    trains, stop token included), cut at ``max_tokens``; refuses a budget under 1."""
+
+    def __init__(self, completions: list[list[int]]) -> None:
+        self.completions = completions
+        self.calls: list[int] = []
+
+    def __call__(
+        self, prompt_ids: list[int], stop: tuple[int, ...], max_tokens: int
+    ) -> tuple[list[int], list[float]]:
+        assert type(max_tokens) is int and max_tokens >= 1, max_tokens
+        k = len(self.calls)
+        self.calls.append(max_tokens)
+        ids = self.completions[k][:max_tokens]
+        return ids, logprobs_for(k, len(self.completions[k]))[: len(ids)]
+
+
+def run_readme_loop_within(r: Any, limit: str, budget: int) -> tuple[Any, ReplaySampler]:
+    """The README's loop as written, its ``max_length`` replaced by ``limit=budget``."""
+    setup, loop = readme_rl_blocks()
+    assert loop.count("max_length=4096") == 1
+    namespace: dict[str, Any] = {}
+    exec(compile(setup, "README.md", "exec"), namespace)
+    start = namespace["messages"]
+    call = with_stop(r, sampled(r, start, CALL))
+    answer = with_stop(r, sampled(r, [*start, CALL, TOOL_RESULT], ANSWER))
+    sampler = ReplaySampler([call, answer])
+    namespace.update(r=r, sample=sampler)
+    exec(
+        compile(loop.replace("max_length=4096", f"{limit}={budget}"), "README.md", "exec"),
+        namespace,
+    )
+    return namespace["rollout"], sampler
+
+
+@pytest.mark.parametrize("limit", ["max_length", "max_response_length"])
+@pytest.mark.parametrize("name", renderer_names())
+def test_the_readme_loop_is_right_at_every_length_boundary(name: str, limit: str) -> None:
+    """Run unbounded, then with the budget one short of, at and one past the end of each
+    turn: the sampler is never asked for fewer than one token, the episode is the
+    unbounded one cut where the budget ends, and the export stays within the budget."""
+    r = renderer(name)
+    full, _ = run_readme_loop_within(r, "max_length", 1 << 20)
+    prompt = full.turns[0].end
+    assert full.done_reason is DoneReason.NO_TOOL_CALL, full.done_reason
+    assert [t.kind for t in full.turns][1:3] == [TurnKind.COMPLETION, TurnKind.MESSAGES]
+    ends = sorted({e + d for t in full.turns for e in [t.end] for d in (-1, 0, 1)})
+    for end in [e for e in ends if e > prompt]:
+        budget = end if limit == "max_length" else end - prompt
+        rollout, sampler = run_readme_loop_within(r, limit, budget)
+        where = (name, limit, budget)
+        assert sampler.calls, where
+        n = len(rollout.tokens)
+        assert rollout.tokens.tolist() == full.tokens[:n].tolist(), where
+        assert rollout.weights.tolist() == full.weights[:n].tolist(), where
+        if end >= len(full.tokens):
+            assert rollout.done_reason is DoneReason.NO_TOOL_CALL, where
+            assert n == len(full.tokens), where
+        else:
+            assert rollout.done_reason is DoneReason.LENGTH, where
+        item = verl_agent_loop_output(rollout)
+        response = item["response_ids"]
+        assert len(item["prompt_ids"]) + len(response) <= end, where
+        assert item["prompt_ids"] + response == full.tokens[: prompt + len(response)].tolist()
+        assert item["response_mask"] == full.weights[prompt : prompt + len(response)].tolist()
+        sampled_logprobs = full.logprobs[prompt : prompt + len(response)]
+        mask = np.asarray(item["response_mask"]) == 1
+        assert (np.asarray(item["response_logprobs"])[mask] == sampled_logprobs[mask]).all()
+        stop = "stop" if end >= len(full.tokens) else "length"
+        assert item["extra_fields"]["stop_reason"] == stop, where
 
 
 def readme_tools() -> Any:
