@@ -1,4 +1,4 @@
-"""The README's rollout loop with a real sampler, and a real trainer consuming it.
+"""The README's rollout loop with a real sampler, and at every length boundary.
 
 The sampler is a tiny randomly initialised causal LM built from the cached Qwen3-8B and
 gpt-oss-20b configurations (two layers, hidden size 64, a few experts; CPU, no weights)
@@ -35,7 +35,7 @@ from transformers import (
 )
 
 from renderers.registry import renderer_names
-from renderers.rl_exports import trl_rollout_output, verl_agent_loop_output
+from renderers.rl_exports import verl_agent_loop_output
 from renderers.rollout import DoneReason, TurnKind
 from tests.test_rollout_rl import (
     ANSWER,
@@ -444,67 +444,3 @@ def test_the_readme_rl_snippets_run_as_written(capsys: pytest.CaptureFixture[str
     shown = [m.group(1) for m in re.finditer(r"^# (\[.*|no_tool_call.*)$", loop, flags=re.M)]
     shown += [m.group(1) for m in re.finditer(r"^print\(.*\)  # (.*)$", loop, flags=re.M)]
     assert sorted(printed) == sorted(shown)
-
-
-def test_trl_grpo_trainer_trains_on_exported_rollouts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """TRL's GRPOTrainer takes the export from its ``rollout_func`` and trains a step."""
-    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    r = renderer("qwen3")
-    tools = readme_tools()
-    call, answer = qwen3_scripts(r)
-    exported: list[dict[str, Any]] = []
-
-    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        rollouts = []
-        for prompt in prompts:  # TRL repeats each prompt num_generations times
-            sampler = ModelSampler(cached_model(r.default_model), r, [call, answer])
-            rollout = r.rollout(prompt, tools=tools, max_length=2048)
-            while not rollout.done:
-                ids, lps = sampler(rollout.prompt_ids, r.stop_token_ids, rollout.max_tokens(64))
-                result = rollout.add_completion(ids, lps)
-                if not rollout.done:
-                    rollout.add_messages(
-                        {"role": "tool", "content": "sunny"} for _ in result.message.tool_calls
-                    )
-            rollouts.append(rollout)
-        out = trl_rollout_output(rollouts)
-        exported.append(out)
-        return out
-
-    model = tiny_model(r.default_model, seed=1)
-    before = [p.detach().clone() for p in model.parameters()]
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[lambda completion_ids, **_: [float(sum(c) % 97) for c in completion_ids]],
-        args=GRPOConfig(
-            output_dir=str(tmp_path),
-            per_device_train_batch_size=2,
-            num_generations=2,
-            max_steps=1,
-            learning_rate=1e-2,
-            logging_steps=1,
-            report_to="none",
-            save_strategy="no",
-            use_cpu=True,
-            gradient_checkpointing=False,
-        ),
-        train_dataset=Dataset.from_dict(
-            {"prompt": [[{"role": "user", "content": "Weather in Paris?"}]] * 2}
-        ),
-        processing_class=r.tokenizer,
-        rollout_func=rollout_func,
-    )
-    trainer.train()
-    out = exported[0]
-    trained = [sum(mask) for mask in out["env_mask"]]
-    logged = trainer.state.log_history[0]
-    # TRL counted only the sampled tokens (env_mask = 1) as completion tokens, and the
-    # step changed the model.
-    assert logged["completions/mean_length"] == pytest.approx(float(np.mean(trained)))
-    assert [len(m) for m in out["env_mask"]] == [len(c) for c in out["completion_ids"]]
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
