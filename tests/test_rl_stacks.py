@@ -6,10 +6,12 @@ dropped the stop token.
   randomly initialised Qwen3 from the cached config, on CPU).
 - verl 0.9.1: ``AgentLoopOutput``, ``AgentLoopWorker._agent_loop_postprocess`` (pads
   each sample to ``prompt_length`` / ``response_length``) and ``AgentLoopWorker.
-  _postprocess`` (stacks the batch). verl pins ``transformers<5.11``, which the project's
-  environment does not allow, so this test skips unless verl is importable: run it in an
-  environment of its own (``pip install torch==2.13.0 verl==0.9.1 cachetools fastapi
-  uvicorn``, then the project's core requirements and pytest).
+  _postprocess`` (stacks the batch). verl's wheel pins ``transformers<5.11``, which the
+  project's environment does not allow; the code this test runs works with the project's
+  transformers, so ``.ci/run`` installs verl without its pins (``pip install --no-deps
+  verl==0.9.1`` and the modules it imports on this path: ``tensordict codetiming
+  hydra-core cachetools fastapi uvicorn``). Elsewhere the test skips, saying so; in CI a
+  skip is a failure (``RENDERERS_NO_SKIPS``, ``tests/conftest.py``).
 
 SkyRL, slime and OpenRLHF do not install on a CPU-only Python 3.11 machine; their
 contracts are pinned in ``tests/test_rl_exports.py``.
