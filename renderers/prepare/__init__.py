@@ -75,20 +75,71 @@ What each training stack reads
 
 from __future__ import annotations
 
-from renderers.prepare.job import PrepareStats, run_prepare
-from renderers.prepare.mapper import IGNORE_INDEX, ConversationMapper, PrepareConfig, RowError
-from renderers.prepare.packing import Packer, pack_table
-from renderers.prepare.sources import Source, open_source
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from renderers.prepare.outputs import DEFAULT_MAX_REJECT_FRACTION, OUTPUT_FORMATS
+from renderers.prepare.shapes import (
+    DEFAULT_ROLES,
+    SHAPES,
+    Conversation,
+    ShapeError,
+    detect_shape,
+    read_conversation,
+)
+
+if TYPE_CHECKING:
+    from renderers.prepare.job import PrepareStats, RejectedRowsError, run_prepare
+    from renderers.prepare.mapper import (
+        IGNORE_INDEX,
+        ConversationMapper,
+        PrepareConfig,
+        RowError,
+    )
+    from renderers.prepare.packing import Packer, pack_table
+    from renderers.prepare.sources import Source, open_source
 
 __all__ = [
+    "DEFAULT_MAX_REJECT_FRACTION",
+    "DEFAULT_ROLES",
     "IGNORE_INDEX",
+    "OUTPUT_FORMATS",
+    "SHAPES",
+    "Conversation",
     "ConversationMapper",
     "Packer",
     "PrepareConfig",
     "PrepareStats",
+    "RejectedRowsError",
     "RowError",
+    "ShapeError",
     "Source",
+    "detect_shape",
     "open_source",
     "pack_table",
+    "read_conversation",
     "run_prepare",
 ]
+
+# The pipeline needs pyarrow (the data extra); the shape readers above do not, so they are
+# imported at once and the pipeline when first used.
+_LAZY = {
+    "IGNORE_INDEX": "mapper",
+    "ConversationMapper": "mapper",
+    "PrepareConfig": "mapper",
+    "RowError": "mapper",
+    "PrepareStats": "job",
+    "RejectedRowsError": "job",
+    "run_prepare": "job",
+    "Packer": "packing",
+    "pack_table": "packing",
+    "Source": "sources",
+    "open_source": "sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'renderers.prepare' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"renderers.prepare.{module}"), name)
