@@ -78,6 +78,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from renderers.core.loading import loading_environment
 from renderers.prepare.outputs import DEFAULT_MAX_REJECT_FRACTION, OUTPUT_FORMATS
 from renderers.prepare.shapes import (
     DEFAULT_ROLES,
@@ -115,6 +116,7 @@ __all__ = [
     "ShapeError",
     "Source",
     "detect_shape",
+    "loading_environment",
     "open_source",
     "pack_table",
     "read_conversation",

@@ -11,7 +11,9 @@ tokenizer load once each.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +29,7 @@ except ImportError:  # the data extra
         "renderers.prepare needs pyarrow: pip install 'exact-renderers[data]'"
     ) from None
 
+from renderers.core.loading import TokenizerUnavailableError
 from renderers.core.tools import without_nulls
 from renderers.prepare.shapes import (
     SHAPES,
@@ -36,7 +39,7 @@ from renderers.prepare.shapes import (
     detect_shape,
     is_missing,
 )
-from renderers.registry import get_renderer
+from renderers.registry import get_renderer, renderer_class
 from renderers.rendering import Renderer, TrainOn
 
 __all__ = [
@@ -158,6 +161,10 @@ class ConversationMapper:
 
     ``renderer`` is a :class:`~renderers.Renderer` or a renderer name / model id (built
     lazily in the worker that uses it); ``options`` are that renderer's options.
+    ``environment`` is set in this process's environment before a renderer given by name
+    loads its tokenizer: Ray workers do not inherit the driver's environment, so pass
+    :func:`~renderers.core.loading.loading_environment` (the driver's hub cache and offline
+    mode) with the other constructor arguments.
     """
 
     def __init__(
@@ -166,14 +173,22 @@ class ConversationMapper:
         config: PrepareConfig | None = None,
         *,
         renderer_options: Mapping[str, Any] | None = None,
+        environment: Mapping[str, str] | None = None,
         **config_fields: Any,
     ) -> None:
         if config is None:
             config = PrepareConfig(**config_fields)
         elif config_fields:
             raise TypeError("give a PrepareConfig or its fields, not both")
+        for name, value in (environment or {}).items():
+            os.environ[name] = value
         if isinstance(renderer, str):
-            renderer = get_renderer(renderer, **dict(renderer_options or {}))
+            if environment is None:
+                _check_worker_cache(renderer)
+            try:
+                renderer = get_renderer(renderer, **dict(renderer_options or {}))
+            except TokenizerUnavailableError as exc:
+                raise TokenizerUnavailableError(f"{exc}{_worker_advice(environment)}") from None
         elif renderer_options:
             raise TypeError("renderer_options apply to a renderer given by name")
         if not isinstance(config.train_on, str):
@@ -428,6 +443,51 @@ class ConversationMapper:
 
 
 _DROPPED = "dropped"
+
+
+def _check_worker_cache(name: str) -> None:
+    """In a Ray worker given no ``environment``, fail at once (rather than after minutes of
+    download retries) when the renderer's model is not in this worker's hub cache."""
+    if not _worker_advice(None) or os.path.isdir(name) or ":" in name:
+        return
+    try:
+        cls = renderer_class(name)
+        model_id = name if "/" in name else cls.default_model
+    except ValueError:
+        model_id = name
+    if "/" not in model_id:
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model_id, "tokenizer_config.json"), str):
+        return
+    raise TokenizerUnavailableError(
+        f"cannot load the tokenizer of {model_id!r}: it is not in this worker's hub cache "
+        f"{constants.HF_HUB_CACHE}{_worker_advice(None)} (environment={{}} lets the worker "
+        "download it)"
+    )
+
+
+def _worker_advice(environment: Mapping[str, str] | None) -> str:
+    """What to do about a tokenizer a Ray worker cannot load (nothing outside Ray)."""
+    ray: Any = sys.modules.get("ray")
+    if ray is None:
+        return ""
+    try:
+        if not ray.is_initialized():
+            return ""
+        context = ray.get_runtime_context()
+        if getattr(getattr(context, "worker", None), "mode", None) != ray.WORKER_MODE:
+            return ""
+        node = context.get_node_id()
+    except Exception:  # Ray's internals vary between versions: advice is best effort
+        return ""
+    given = f" (given: {', '.join(sorted(environment))})" if environment else ""
+    return (
+        f" [on Ray worker pid {os.getpid()}, node {node[:12]}: Ray workers do not inherit "
+        f"the driver's environment{given}; pass environment=loading_environment() with the "
+        "mapper's other arguments, or runtime_env={'env_vars': loading_environment()}]"
+    )
 
 
 @dataclass(frozen=True, slots=True)
