@@ -308,6 +308,8 @@ def test_null_and_nan_mean_absent_in_every_field() -> None:
     conversation = read_conversation(row)
     assert conversation.messages == (Message("user", "Hi"),)
     assert conversation.tools is None
+    for nothing in (None, "", "null"):  # tools as JSON text of nothing, too
+        assert read_conversation({**row, "tools": nothing}).tools is None
 
 
 # -- the property: any conversation, written in each shape, reads back the same ------------

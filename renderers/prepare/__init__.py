@@ -6,6 +6,10 @@ num_proc=N)``, Ray Data's ``map_batches`` and the ``renderers prepare`` command
 (:func:`run_prepare`) all call it. Needs the ``data`` extra (``datasets``, ``pyarrow``,
 ``tqdm``); Ray Data the ``ray`` extra.
 
+Rows are read in the shape they are published in (OpenAI messages, ShareGPT
+conversations, LLaMA-Factory's v1 messages): :mod:`renderers.prepare.shapes`, also usable
+alone (:func:`read_conversation`, which needs neither pyarrow nor a tokenizer).
+
 Column layout (one row per conversation)
 ----------------------------------------
 Every list column of a row has ``num_tokens`` entries, aligned with ``input_ids``.

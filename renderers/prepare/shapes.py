@@ -222,8 +222,8 @@ class Reader:
         column, messages = _messages_of(row, self.messages_column, shape)
         name = _detected(messages, column) if shape == "auto" else cast(ShapeName, shape)
         tools = _value(row, self.tools_column)
-        if isinstance(tools, str) and not tools.strip():
-            tools = None
+        if isinstance(tools, str) and tools.strip() in ("", "null"):
+            tools = None  # JSON text of nothing
         if name == "sharegpt":
             system = _value(row, self.system_column)
             if system is not None and not isinstance(system, str):
