@@ -731,3 +731,25 @@ def test_an_output_path_in_a_missing_folder_or_a_folder_is_one_line(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and reason in err and "Errno" not in err
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_each_file_is_read_in_the_shape_of_its_first_row_and_other_rows_say_theirs(
+    tmp_path: Path,
+) -> None:
+    sharegpt = _jsonl(SHAREGPT_FILE)
+    openai = _jsonl(DATA / "sharegpt_tools.openai.jsonl")
+    data = tmp_path / "mixed.jsonl"
+    _write_jsonl(data, [sharegpt[0], openai[1], {"prompt": "Hi"}, {"conversations": None}])
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--on-error", "skip", "--max-reject-fraction", "1", "-q"]
+    assert main(["prepare", "--model", MODEL, *args]) == 0
+    rejects = [json.loads(x)["error"] for x in (tmp_path / "out.rejects.jsonl").open()]
+    assert rejects == [
+        "messages[0].from: missing (it has role: an OpenAI message) (read as sharegpt, the "
+        "shape of the first row, but this row is openai: give each shape its own file, or "
+        "shape= / --format to read every row as one)",
+        "fits no known shape (tried openai, sharegpt, llamafactory): no messages or "
+        "conversations field (fields: prompt)",
+        "conversations: null (the row has no conversation)",
+    ]
+    assert pq.read_table(out).column("input_ids")[0].as_py() == _expected_ids(openai[0])

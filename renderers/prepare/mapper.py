@@ -325,12 +325,10 @@ class ConversationMapper:
             try:
                 conversation = self.reader.read(record, shape)
             except ShapeError as exc:
-                if shape is not None and self.config.shape == "auto":
-                    raise ShapeError(
-                        f"{exc} (read as {shape}, the shape of the first row; --format or "
-                        "shape= reads every row as one shape)"
-                    ) from None
-                raise
+                if shape is None or self.config.shape != "auto":
+                    raise
+                message = _not_the_first_rows_shape(exc, record, shape, self.config)
+                raise ShapeError(message) from None
             return None, self._tokenize(row_id, conversation)
         except RowError as dropped:
             if self.config.on_error == "raise" and not dropped.reason.startswith(_DROPPED):
@@ -443,6 +441,25 @@ class ConversationMapper:
 
 
 _DROPPED = "dropped"
+
+
+def _not_the_first_rows_shape(
+    error: ShapeError, record: Mapping[str, Any], shape: str, config: PrepareConfig
+) -> str:
+    """The error of a row read in the shape of its file's (or batch's) first row, saying
+    which shape the row has instead, or that it fits none."""
+    try:
+        own = detect_shape(record, config.messages_column)
+    except ShapeError as none:
+        if str(none) == str(error):
+            return str(none)
+        return f"{none}; read as {shape}, the shape of the first row: {error}"
+    if own == shape:
+        return f"{error} (read as {shape})"
+    return (
+        f"{error} (read as {shape}, the shape of the first row, but this row is {own}: give "
+        "each shape its own file, or shape= / --format to read every row as one)"
+    )
 
 
 def _check_worker_cache(name: str) -> None:

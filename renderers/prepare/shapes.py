@@ -255,6 +255,9 @@ def _messages_of(
         preferred = ("conversations", "messages") if shape == "sharegpt" else _MESSAGE_COLUMNS
         column = next((c for c in preferred if not is_missing(row.get(c))), None)
         if column is None:
+            present = [c for c in preferred if c in row]
+            if present:
+                raise ShapeError(f"{present[0]}: null (the row has no conversation)")
             fields = ", ".join(map(str, row)) or "none"
             raise ShapeError(
                 f"fits no known shape (tried {', '.join(SHAPES)}): no messages or "
@@ -262,7 +265,7 @@ def _messages_of(
             )
     value = row.get(column)
     if is_missing(value):
-        raise ShapeError(f"{column}: missing")
+        raise ShapeError(f"{column}: {'null' if column in row else 'missing'}")
     if isinstance(value, str):
         try:
             value = json.loads(value)
