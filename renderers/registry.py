@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from typing import Any
 
 from renderers.core.loading import TokenizerUnavailableError, load_tokenizer
@@ -125,6 +126,12 @@ def get_renderer(
         except TokenizerUnavailableError as exc:
             if cls is not None:
                 raise
+            if "/" not in key and not os.path.isdir(key):
+                # Most likely a misspelt renderer name: the hub's reasons would only hide it.
+                raise TokenizerUnavailableError(
+                    f"{key!r} is not a renderer name (known: {describe_renderers()}), and no "
+                    "model of that id could be loaded (a hub model id looks like Org/Model)"
+                ) from None
             raise TokenizerUnavailableError(
                 f"{key!r} is not a renderer name (known: {describe_renderers()}) and {exc}"
             ) from None

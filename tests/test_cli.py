@@ -176,6 +176,9 @@ def test_parse_rejects_bad_input_with_a_clear_error() -> None:
         ["parse"],
         ["think", "--style", "nope"],
         ["render", "--model", "qwen3", "--option", "novalue", "-"],
+        ["render", "--model", "qwen3", "--option", "enable_thinking=maybe", "-"],
+        ["render", "--model", "qwen3", "--option", "no_such_option=1", "-"],
+        ["inspect", "qwen3", "--option", "enable_thinking=maybe"],
         ["frobnicate"],
     ],
 )
@@ -325,3 +328,85 @@ def test_a_tokenizer_missing_from_the_cache_is_one_line_naming_model_and_cache(
     (line,) = proc.stderr.splitlines()
     assert line.startswith("renderers render: error: cannot load the tokenizer of 'Qwen/Qwen3-8B'")
     assert str(tmp_path / "empty-cache") in line and "HF_HUB_OFFLINE=1" in line
+
+
+# -- what a script and a new user can trust -------------------------------------------------
+
+
+def test_version_and_bare_command_print_without_error() -> None:
+    import renderers
+
+    assert run("--version").stdout == f"renderers {renderers.__version__}\n"
+    bare = run()
+    assert bare.stdout.startswith("usage: renderers") and "COMMAND" in bare.stdout
+    assert "prepare" in bare.stdout and bare.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "wrong", "right"),
+    [
+        (["render", "--modle", "qwen3", "c.json"], "--modle", "--model"),
+        (["parse", "--modle", "qwen3"], "--modle", "--model"),
+        (["show", "--modle", "qwen3", "c.json"], "--modle", "--model"),
+        (["prepare", "c.jsonl", "--modle", "qwen3", "-o", "o.parquet"], "--modle", "--model"),
+        (["prepare", "c.jsonl", "--model", "qwen3", "--ouput", "o.parquet"], "--ouput", "--output"),
+        (["demo", "--modle", "qwen3"], "--modle", "--model"),
+        (["inspect", "qwen3", "--jsn"], "--jsn", "--json"),
+        (["think", "--stlye", "qwen3"], "--stlye", "--style"),
+    ],
+)
+def test_a_misspelt_option_is_reported_as_unknown_not_as_a_missing_one(
+    args: list[str], wrong: str, right: str
+) -> None:
+    proc = run(*args, stdin="[]", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"usage: renderers {args[0]}")
+    assert proc.stderr.splitlines()[-1] == (
+        f"renderers {args[0]}: error: unrecognized option {wrong} (did you mean {right}?)"
+    )
+
+
+def test_options_are_never_abbreviated() -> None:
+    proc = run("render", "--mod", "qwen3", "-", stdin="[]", check=False)
+    assert proc.returncode == 2
+    assert "unrecognized option --mod (did you mean --model?)" in proc.stderr
+
+
+def test_an_unknown_name_without_a_slash_is_one_line_without_the_hubs_reasons() -> None:
+    proc = run("demo", "--model", "qwen4", check=False)
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("renderers demo: error: 'qwen4' is not a renderer name (known: ")
+    assert "huggingface.co" not in line and "HF_HUB_OFFLINE" not in line
+
+
+@pytest.mark.parametrize("command", ["show", "think"])
+def test_an_output_file_in_a_missing_folder_or_a_folder_is_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    conversation = tmp_path / "c.json"
+    conversation.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    for target, reason in ((tmp_path, "is a folder"), (tmp_path / "no" / "x", "no such folder")):
+        if command == "show":
+            args = ["show", "--model", "qwen3", str(conversation), "--html", str(target)]
+            option = "--html"
+        else:
+            args = ["think", "--thinking-file", str(target)]
+            option = "--thinking-file"
+        proc = run(*args, stdin="<think>a</think>b", check=False)
+        assert proc.returncode == 1
+        (line,) = proc.stderr.splitlines()
+        where = (
+            "is a folder, expected a file name"
+            if target == tmp_path
+            else (f"{target.parent}: {reason}")
+        )
+        assert line == f"renderers {command}: error: {option} {target}: {where}"
+
+
+def test_show_names_the_line_of_a_bad_jsonl_row(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"messages": []}\n\n{oops\n')
+    proc = run("show", "--model", "qwen3", str(data), "--row", "1", check=False)
+    assert proc.returncode == 1
+    assert "rows.jsonl row 1 (line 3) is not valid JSON" in proc.stderr

@@ -1,10 +1,12 @@
-"""The dataset pipeline run for real: datasets.map (num_proc=2), a local Ray Data pipeline,
-the ``renderers prepare`` command (rejects, packing, order, length policies, atomic
-output), and renderers that travel cheaply to workers."""
+"""The dataset pipeline run for real: datasets.map (num_proc=2), the ``renderers prepare``
+command (rejects, packing, order, length policies, atomic output, exit codes), data through
+Arrow that must not change quietly, and renderers that travel cheaply to workers. Ray Data
+runs in ``test_ray.py``."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import pickle
@@ -32,6 +34,9 @@ MODEL = "Qwen/Qwen3-8B"
 _CLI = [sys.executable, "-m", "renderers.cli"]
 _PARALLEL = ["--num-proc", "2", "--batch-size", "1"]  # many small work units
 ROWS = generate_corpus(24, seed=7)
+# The safe shape for Arrow (Dataset.from_list, Parquet, Ray Data): JSON objects as JSON
+# text, so that no struct reorders their keys (the arguments of ROWS already are).
+ARROW_ROWS = [{**row, "tools": json.dumps(row["tools"]) if row["tools"] else None} for row in ROWS]
 
 
 def _expected(row: dict[str, Any]) -> tuple[list[int], list[int]]:
@@ -51,7 +56,7 @@ def _write_jsonl(path: Path, rows: list[Any]) -> None:
 def test_datasets_map_with_two_processes_keeps_order_and_rows() -> None:
     import datasets
 
-    dataset = datasets.Dataset.from_list(ROWS)
+    dataset = datasets.Dataset.from_list(ARROW_ROWS)
     mapper = ConversationMapper(MODEL)
     out = dataset.map(
         mapper,
@@ -67,28 +72,6 @@ def test_datasets_map_with_two_processes_keeps_order_and_rows() -> None:
         assert out[k]["input_ids"] == ids
         assert out[k]["labels"] == labels
         assert out[k]["num_trained_tokens"] == sum(1 for t in labels if t != -100)
-
-
-def test_ray_data_pipeline_matches_the_renderer() -> None:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    try:
-        dataset = ray.data.from_items([{"id": k, **row} for k, row in enumerate(ROWS)])
-        out = dataset.map_batches(
-            ConversationMapper,
-            fn_constructor_kwargs={"renderer": MODEL, "id_column": "id"},
-            batch_size=6,
-            concurrency=2,
-        ).take_all()
-    finally:
-        ray.shutdown()
-    by_id = {row["row_id"]: row for row in out}
-    assert sorted(by_id) == list(range(len(ROWS)))
-    for k in (0, 5, 23):
-        ids, labels = _expected(ROWS[k])
-        assert list(by_id[k]["input_ids"]) == ids
-        assert list(by_id[k]["labels"]) == labels
 
 
 def test_renderers_pickle_small_and_restore_from_the_process_cache() -> None:
@@ -139,6 +122,8 @@ def test_prepare_skips_bad_rows_to_the_rejects_file(
             str(out),
             "--on-error",
             "skip",
+            "--max-reject-fraction",
+            "0.5",
             "--stats",
             str(stats),
         ]
@@ -360,7 +345,7 @@ def test_max_length_policies(policy: str, tmp_path: Path) -> None:
 
 def test_packing_keeps_order_and_no_label_crosses_conversations(tmp_path: Path) -> None:
     data = tmp_path / "in.parquet"
-    pq.write_table(pa.Table.from_pylist(ROWS[:10]), data)
+    pq.write_table(pa.Table.from_pylist(ARROW_ROWS[:10]), data)
     out = tmp_path / "packed.parquet"
     length = 4096
     assert (
@@ -416,7 +401,7 @@ def test_packing_keeps_order_and_no_label_crosses_conversations(tmp_path: Path) 
 def test_inputs_of_every_kind_give_the_same_rows_in_order(tmp_path: Path) -> None:
     import datasets
 
-    rows = ROWS[:4]
+    rows = ARROW_ROWS[:4]
     folder = tmp_path / "folder"
     folder.mkdir()
     _write_jsonl(folder / "a.jsonl", rows[:2])
@@ -430,7 +415,7 @@ def test_inputs_of_every_kind_give_the_same_rows_in_order(tmp_path: Path) -> Non
         results.append(datasets.Dataset.from_file(str(out)))
     for result in results:
         assert result["row_id"] == [0, 1, 2, 3]
-        assert result["input_ids"] == [_expected(r)[0] for r in rows]
+        assert result["input_ids"] == [_expected(r)[0] for r in ROWS[:4]]
 
 
 def test_an_empty_input_gives_an_empty_file_with_the_columns(tmp_path: Path) -> None:
@@ -441,3 +426,330 @@ def test_an_empty_input_gives_an_empty_file_with_the_columns(tmp_path: Path) -> 
     table = pq.read_table(out)
     assert table.num_rows == 0
     assert {"row_id", "input_ids", "labels", "loss_mask"} <= set(table.column_names)
+
+
+# -- data through Arrow: nothing changes quietly ------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+SHAREGPT_FILE = DATA / "sharegpt_tools.jsonl"
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# Real-looking tool-calling rows as published: tool schemas of different shapes, content
+# as text or as a list of parts, arguments as text or as objects whose values differ in
+# type between rows. Arrow cannot hold them in one schema (Dataset.from_list and Ray's
+# from_items fail on them), and would change them if it could.
+HETEROGENEOUS: list[dict[str, Any]] = [
+    *_jsonl(DATA / "sharegpt_tools.openai.jsonl"),
+    {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Round 2.5 and 3.5."}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "round", "arguments": {"x": 2.5}}},
+                    {"type": "function", "function": {"name": "round", "arguments": {"x": 3.5}}},
+                ],
+            },
+            {"role": "tool", "content": "2"},
+            {"role": "tool", "content": "4"},
+            {"role": "assistant", "content": "2 and 4 (ties round to even)."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "round", "parameters": {}}}],
+    },
+    {
+        "messages": [
+            {"role": "user", "content": "Move to (3, 0)."},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "move", "arguments": {"y": 0, "x": 3}},
+                    }
+                ],
+            },
+            {"role": "tool", "content": "ok"},
+            {"role": "assistant", "content": "Moved."},
+        ],
+        "tools": None,
+    },
+]
+
+
+def _as_json_text(row: dict[str, Any]) -> dict[str, Any]:
+    """The recipe for Arrow: messages and tools as JSON text columns."""
+    tools = row.get("tools")
+    return {"messages": json.dumps(row["messages"]), "tools": json.dumps(tools) if tools else None}
+
+
+def _expected_ids(row: dict[str, Any]) -> list[int]:
+    return (
+        get_renderer(MODEL).build_supervised_example(row["messages"], row["tools"]).tokens.tolist()
+    )
+
+
+def test_heterogeneous_rows_go_through_datasets_as_json_text_exactly() -> None:
+    import datasets
+
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        datasets.Dataset.from_list(HETEROGENEOUS)  # as published: no single Arrow schema
+    dataset = datasets.Dataset.from_list([_as_json_text(r) for r in HETEROGENEOUS])
+    out = dataset.map(ConversationMapper(MODEL), batched=True, remove_columns=["messages", "tools"])
+    assert out["error"] == [None] * len(HETEROGENEOUS)
+    assert out["input_ids"] == [_expected_ids(r) for r in HETEROGENEOUS]
+
+
+def _struct_rows() -> list[dict[str, Any]]:
+    """Two rows whose call arguments are objects: Arrow makes them one struct."""
+    first, second = copy.deepcopy(HETEROGENEOUS[-1]), copy.deepcopy(HETEROGENEOUS[-1])
+    second["messages"][1]["tool_calls"][0]["function"]["arguments"] = {"x": 1.5, "z": "q"}
+    return [first, second]
+
+
+def test_arrow_changes_argument_objects_and_the_mapper_refuses_them(tmp_path: Path) -> None:
+    import datasets
+
+    rows = _struct_rows()
+    dataset = datasets.Dataset.from_list(rows)
+    stored = dataset[0]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert stored == {"y": 0, "x": 3.0, "z": None}  # what Arrow made of {"y": 0, "x": 3}
+    advice = r"arguments: tool-call arguments stored as objects .* as JSON text"
+    with pytest.raises(ValueError, match=r"messages\[\]\.tool_calls\[\]\.function\." + advice):
+        dataset.map(ConversationMapper(MODEL), batched=True)
+    # The same with the rows given as a table, and after a Parquet file.
+    with pytest.raises(ValueError, match=advice):
+        ConversationMapper(MODEL)(pa.Table.from_pylist(rows))
+    # Python lists with Arrow's null-filled keys (what an IterableDataset batch holds).
+    with pytest.raises(
+        ValueError, match=r"row 0: messages\[1\]\.tool_calls\[0\]\.function\." + advice
+    ):
+        ConversationMapper(MODEL)(dataset[:], [0, 1])
+    # Rendered as stored when asked: the int became a float.
+    accepted = ConversationMapper(MODEL, arrow_structs="accept")(pa.Table.from_pylist(rows))
+    assert accepted.column("input_ids")[0].as_py() != _expected_ids(rows[0])
+    # Objects given in Python, not through Arrow, are exact.
+    exact = ConversationMapper(MODEL).map_rows([(0, rows[0]["messages"], None)])
+    assert exact.column("input_ids")[0].as_py() == _expected_ids(rows[0])
+
+
+def test_prepare_refuses_a_parquet_file_with_argument_objects_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(_struct_rows()), data)
+    out = tmp_path / "out.parquet"
+    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "json.dumps(arguments)" in err
+    assert "--arrow-structs accept" in err and "arrow_structs=" not in err
+    assert not out.exists()
+
+
+def test_tool_definitions_stored_as_structs_are_refused_too() -> None:
+    import datasets
+
+    rows = [_as_json_text(r) for r in HETEROGENEOUS[:2]]
+    for row, source in zip(rows, HETEROGENEOUS[:2], strict=True):
+        row["tools"] = source["tools"]
+    dataset = datasets.Dataset.from_list(rows)
+    with pytest.raises(ValueError, match=r"^tools: tool definitions stored as objects"):
+        dataset.map(ConversationMapper(MODEL), batched=True)
+
+
+def test_null_and_nan_mean_absent_in_every_column_the_mapper_reads() -> None:
+    import pandas as pd
+
+    rows = [_as_json_text(r) for r in HETEROGENEOUS[3:5]]
+    frame = pd.DataFrame(
+        {
+            "messages": [r["messages"] for r in rows],
+            "tools": [float("nan")] * 2,
+            "system": [float("nan"), None],
+            "id": [7, float("nan")],
+        }
+    )
+    out = ConversationMapper(MODEL, id_column="id")(frame)
+    assert out.column("error").to_pylist() == [None, None]
+    assert out.column("row_id").to_pylist() == [7, None]
+    expected = [
+        get_renderer(MODEL).build_supervised_example(HETEROGENEOUS[k]["messages"]).tokens.tolist()
+        for k in (3, 4)
+    ]
+    assert out.column("input_ids").to_pylist() == expected
+
+
+# -- the command line: shapes, exit codes and messages a script can trust ------------------
+
+
+def test_prepare_reads_a_sharegpt_tool_calling_file_as_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["prepare", "--model", MODEL, str(SHAREGPT_FILE), "-o", str(out)]) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    expected = _jsonl(DATA / "sharegpt_tools.openai.jsonl")
+    assert [w["input_ids"] for w in written] == [_expected_ids(r) for r in expected]
+    assert "sharegpt_tools.jsonl: 6 rows (sharegpt)" in capsys.readouterr().err
+
+
+def test_a_run_that_writes_no_row_fails_and_keeps_the_rejects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, [{"messages": [{"role": "user", "content": "no answer"}]}] * 3)
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--on-error", "skip", "--max-reject-fraction", "1"]
+    assert main(["prepare", "--model", MODEL, *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("renderers prepare: error: no row written: all 3 rows were rejected")
+    assert err.count("\n") == 1 and "no assistant message" in err
+    assert not out.exists()
+    assert len((tmp_path / "out.rejects.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(("fraction", "code"), [(None, 1), ("0.5", 0)])
+def test_more_rejected_rows_than_the_limit_fail_the_run(
+    fraction: str | None, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows: list[Any] = [ROWS[k] for k in range(6)]
+    rows[1] = rows[4] = {"messages": [{"role": "robot", "content": "x"}]}
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, rows)
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--on-error", "skip", "-q"]
+    if fraction is not None:
+        args += ["--max-reject-fraction", fraction]
+    assert main(["prepare", "--model", MODEL, *args]) == code
+    err = capsys.readouterr().err
+    if code:
+        assert "2 of 6 rows failed (33.3%, more than --max-reject-fraction 0.1)" in err
+        assert not out.exists()
+    else:
+        assert pq.read_table(out).num_rows == 4
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--train-on", "last_asistant"],
+            "--train-on: 'last_asistant' is neither a mode (last_assistant, last_turn, "
+            "all_assistant, all) nor a role of qwen3 (system, user, assistant, tool",
+        ),
+        (
+            ["--messages-column", "msgs"],
+            "--messages-column msgs: in.jsonl has no such column (its first row has: "
+            "messages, tools)",
+        ),
+        (["--role", "robot=android"], "--role expects NAME=ROLE with ROLE one of system"),
+        (["--max-reject-fraction", "2"], "--max-reject-fraction must be between 0 and 1"),
+        (["--format", "alpaca"], "argument --format: invalid choice: 'alpaca'"),
+    ],
+)
+def test_wrong_options_are_usage_errors_before_any_row(
+    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, ROWS[:50])
+    out = tmp_path / "out.parquet"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["prepare", "--model", MODEL, str(data), "-o", str(out), *options])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: renderers prepare")
+    assert message in err and err.count("error:") == 1
+    assert list(tmp_path.iterdir()) == [data]
+
+
+def test_a_bad_jsonl_line_is_named_by_its_line_number(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps(ROWS[0]) + "\n\n" + "{oops\n" + json.dumps(ROWS[1]) + "\n")
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--on-error", "skip", "--max-reject-fraction", "1", "-q"]
+    assert main(["prepare", "--model", MODEL, *args]) == 0
+    (reject,) = [json.loads(x) for x in (tmp_path / "out.rejects.jsonl").read_text().splitlines()]
+    assert reject["row_id"] == 1
+    assert reject["error"].startswith("in.jsonl line 3: not valid JSON")
+
+
+def test_advice_in_errors_is_spelt_as_command_line_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    row = {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "Add."},
+        ]
+    }
+    _write_jsonl(data, [row])
+    out = tmp_path / "out.parquet"
+    options = ["--option", "enable_thinking=false"]
+    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), *options]) == 1
+    err = capsys.readouterr().err
+    assert "--option reasoning=drop" in err and "reasoning='drop'" not in err
+    assert "--option enable_thinking=false" in err
+
+
+def test_feather_output_is_an_arrow_file_and_arrow_output_a_stream_as_the_summary_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.feather as feather
+
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, ROWS[:3])
+    for suffix, reader in ((".feather", "Arrow IPC file"), (".arrow", "Arrow IPC stream")):
+        out = tmp_path / f"out{suffix}"
+        assert main(["prepare", "--model", MODEL, str(data), "-o", str(out)]) == 0
+        assert reader in capsys.readouterr().err
+    table = feather.read_table(tmp_path / "out.feather")
+    assert table.equals(pa.ipc.open_file(tmp_path / "out.feather").read_all())
+    assert table.equals(pa.ipc.open_stream(tmp_path / "out.arrow").read_all())
+    assert table.column("input_ids")[2].as_py() == _expected(ROWS[2])[0]
+
+
+@pytest.mark.parametrize("option", ["--output", "--stats", "--rejects"])
+def test_an_output_path_in_a_missing_folder_or_a_folder_is_one_line(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, ROWS[:1])
+    for target, reason in (
+        (tmp_path, "is a folder"),
+        (tmp_path / "no" / "x.json", "no such folder"),
+    ):
+        args = ["-o", str(tmp_path / "out.parquet"), option, str(target)]
+        if option == "--output":
+            args = ["-o", str(target)]
+        assert main(["prepare", "--model", MODEL, str(data), *args]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and reason in err and "Errno" not in err
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_each_file_is_read_in_the_shape_of_its_first_row_and_other_rows_say_theirs(
+    tmp_path: Path,
+) -> None:
+    sharegpt = _jsonl(SHAREGPT_FILE)
+    openai = _jsonl(DATA / "sharegpt_tools.openai.jsonl")
+    data = tmp_path / "mixed.jsonl"
+    _write_jsonl(data, [sharegpt[0], openai[1], {"prompt": "Hi"}, {"conversations": None}])
+    out = tmp_path / "out.parquet"
+    args = [str(data), "-o", str(out), "--on-error", "skip", "--max-reject-fraction", "1", "-q"]
+    assert main(["prepare", "--model", MODEL, *args]) == 0
+    rejects = [json.loads(x)["error"] for x in (tmp_path / "out.rejects.jsonl").open()]
+    assert rejects == [
+        "messages[0].from: missing (it has role: an OpenAI message) (read as sharegpt, the "
+        "shape of the first row, but this row is openai: give each shape its own file, or "
+        "shape= / --format to read every row as one)",
+        "fits no known shape (tried openai, sharegpt, llamafactory): no messages or "
+        "conversations field (fields: prompt)",
+        "conversations: null (the row has no conversation)",
+    ]
+    assert pq.read_table(out).column("input_ids")[0].as_py() == _expected_ids(openai[0])

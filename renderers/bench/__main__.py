@@ -20,6 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return prepare.main(argv[2:])
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="renderers bench",
         description="Measure parsing, streaming and rendering throughput of every renderer "
         "against baselines timed in the same run (tokenizer.decode, apply_chat_template, "

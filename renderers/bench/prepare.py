@@ -300,7 +300,7 @@ def _median(runs: list[Result]) -> Result:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="renderers bench --suite prepare")
+    parser = argparse.ArgumentParser(prog="renderers bench --suite prepare", allow_abbrev=False)
     parser.add_argument(
         "--conversations", type=int, default=4000, help="generated conversations (default 4000)"
     )

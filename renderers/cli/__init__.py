@@ -12,8 +12,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from renderers import __version__
 from renderers.cli import bench, demo, inspect, models, parse, prepare, render, show, think
-from renderers.cli.common import UsageError
+from renderers.cli.common import Parser, UsageError, cli_advice, describe_os_error
 
 __all__ = ["main"]
 
@@ -22,11 +23,13 @@ _COMMANDS = (demo, render, parse, show, think, prepare, models, inspect, bench)
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and each subcommand's parser by name."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="renderers",
         description="Exact chat-template rendering and token-level parsing for LLM training.",
+        epilog="`renderers COMMAND --help` explains each command.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"renderers {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for command in _COMMANDS:
         command.add_parser(sub)
@@ -45,11 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Everything after "bench" belongs to the benchmark's own parser (incl. --help).
         argv = ["bench", "--", *argv[1:]]
     parser, commands = build_parser()
+    if not argv:  # what the tool does and how to ask for more, not an error
+        parser.print_help()
+        return 0
     try:
         args = parser.parse_args(argv)
         status: int = args.run(args, sys.stdout)
     except UsageError as exc:
-        commands[args.command].error(str(exc))  # the subcommand's usage; exits with 2
+        commands[args.command].error(cli_advice(str(exc)))  # the usage; exits with 2
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         return 130
@@ -58,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"renderers {args.command}: error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        message = cli_advice(describe_os_error(exc))
+        print(f"renderers {args.command}: error: {message}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError, ImportError) as exc:
+        print(f"renderers {args.command}: error: {cli_advice(str(exc))}", file=sys.stderr)
         return 1
     return status

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 __all__ = [
+    "Parser",
     "Style",
     "UsageError",
     "add_model_argument",
     "add_option_argument",
+    "check_output_path",
+    "cli_advice",
+    "describe_os_error",
     "indent",
     "load_json",
     "option_pairs",
@@ -24,6 +31,36 @@ __all__ = [
 
 class UsageError(Exception):
     """A command-line usage error: the subcommand's usage and this message, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` as a user expects it: options are never abbreviated (``--mod`` is not
+    ``--model``), and an unknown option is reported as such, before any missing required
+    one (``--modle qwen3`` is a misspelt ``--model``, not a missing one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        arguments = list(sys.argv[1:] if args is None else args)
+        required = [action for action in self._actions if action.required]
+        for action in required:
+            action.required = False
+        try:
+            _, extras = super().parse_known_args(list(arguments), argparse.Namespace())
+        finally:
+            for action in required:
+                action.required = True
+        unknown = [e for e in extras if e.startswith("-") and e != "-" and e != "--"]
+        if unknown:
+            option = unknown[0].partition("=")[0]
+            close = difflib.get_close_matches(option, list(self._option_string_actions), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            self.error(f"unrecognized option {option}{hint}")
+        return super().parse_known_args(arguments, namespace)
 
 
 class Style:
@@ -123,3 +160,78 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
         help="a format option, e.g. enable_thinking=false (repeatable; `renderers models` "
         "lists each model's options)",
     )
+
+
+def check_output_path(path: str | Path, option: str) -> None:
+    """A one-line error, before any work, when ``path`` cannot be written as a file: its
+    folder does not exist, or it is a folder."""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{option} {path}: is a folder, expected a file name")
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise ValueError(f"{option} {path}: {folder}: {what}")
+
+
+def describe_os_error(exc: OSError) -> str:
+    """An ``OSError`` in one line naming the file, without Python's ``[Errno N]``."""
+    if exc.filename is not None and exc.strerror:
+        reason = exc.strerror[0].lower() + exc.strerror[1:]
+        return f"{exc.filename}: {reason}"
+    return str(exc)
+
+
+# Options whose Python spelling library messages use, and their command-line spelling.
+_CONFIG_FLAGS = {
+    "train_on": "--train-on",
+    "max_length": "--max-length",
+    "overflow": "--overflow",
+    "on_error": "--on-error",
+    "weights": "--weights",
+    "arrow_structs": "--arrow-structs",
+    "max_reject_fraction": "--max-reject-fraction",
+    "shape": "--format",
+}
+_VALUE = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|True|False|None|-?\d+(?:\.\d+)?|[A-Za-z_][\w,]*)"
+
+
+@functools.cache
+def _advice_pattern() -> re.Pattern[str]:
+    names = sorted({*_renderer_option_names(), *_CONFIG_FLAGS}, key=len, reverse=True)
+    return re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")=" + _VALUE)
+
+
+def _renderer_option_names() -> set[str]:
+    from renderers.core.options import describe_options
+    from renderers.registry import renderer_classes
+    from renderers.rendering import Renderer
+    from renderers.template import TemplateRenderer
+
+    classes: list[type[Renderer]] = [*renderer_classes(), TemplateRenderer]
+    names: set[str] = set()
+    for cls in classes:
+        names.update(info.name for info in describe_options(cls.Options))
+    return names
+
+
+def cli_advice(text: str) -> str:
+    """``text`` with advice in Python syntax spelt as command-line options:
+    ``reasoning='drop'`` becomes ``--option reasoning=drop``, ``weights=True``
+    ``--weights``, ``train_on='all'`` ``--train-on all``; a ``(Python: ...)`` aside goes."""
+    text = re.sub(r" \(Python: [^()]*(?:\([^()]*\)[^()]*)*\)", "", text)
+
+    def spelt(match: re.Match[str]) -> str:
+        name, value = match.group(1), match.group(2)
+        if value[:1] in "'\"":
+            value = value[1:-1]
+        elif value in ("True", "False", "None"):
+            value = value.lower()
+        flag = _CONFIG_FLAGS.get(name)
+        if flag is None:
+            return f"--option {name}={value}"
+        if value == "true" and name == "weights":
+            return flag
+        return f"{flag} {value}"
+
+    return _advice_pattern().sub(spelt, text)

@@ -13,7 +13,7 @@ import json
 from typing import Any, TextIO
 
 from renderers.cli.common import Style, add_option_argument, indent, option_pairs
-from renderers.cli.models import describe_choice
+from renderers.cli.models import describe_choice, typed_options
 from renderers.core.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from renderers.registry import get_renderer, renderer_class
 from renderers.rendering import Renderer
@@ -78,14 +78,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         cls = None
     if cls is None or args.generic:
         chosen: Renderer = get_renderer(
-            args.model, generic=True, **TemplateRenderer.options_from_text(pairs)
+            args.model, generic=True, **typed_options(TemplateRenderer, pairs)
         )
     else:
-        chosen = get_renderer(args.model, **cls.options_from_text(pairs))
+        chosen = get_renderer(args.model, **typed_options(cls, pairs))
     template = (
         chosen
         if isinstance(chosen, TemplateRenderer)
-        else _template_renderer(chosen, TemplateRenderer.options_from_text(pairs))
+        else _template_renderer(chosen, typed_options(TemplateRenderer, pairs))
     )
     data = report(chosen, template, bool(args.generic))
     if args.json:

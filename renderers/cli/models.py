@@ -8,14 +8,20 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from renderers.cli.common import option_pairs
+from renderers.cli.common import UsageError, option_pairs
 from renderers.core.loading import load_tokenizer
 from renderers.core.options import describe_options
 from renderers.registry import get_renderer, renderer_class, renderer_classes
 from renderers.rendering import Renderer
 from renderers.template import TemplateRenderer
 
-__all__ = ["add_parser", "describe_choice", "options_help", "renderer_from_args"]
+__all__ = [
+    "add_parser",
+    "describe_choice",
+    "options_help",
+    "renderer_from_args",
+    "typed_options",
+]
 
 
 def add_parser(sub: Any) -> None:
@@ -65,17 +71,25 @@ def renderer_from_args(
         cls = None
     if cls is None or generic:
         renderer = get_renderer(
-            args.model, tokenizer, generic=True, **TemplateRenderer.options_from_text(pairs)
+            args.model, tokenizer, generic=True, **typed_options(TemplateRenderer, pairs)
         )
     else:
         options = dict((defaults or {}).get(cls.name, {}))
-        options.update(cls.options_from_text(pairs))
+        options.update(typed_options(cls, pairs))
         renderer = get_renderer(args.model, tokenizer, **options)
     if isinstance(renderer, TemplateRenderer):
         # Only the fallback is news: a specialised renderer is what the user asked for, and a
         # Unix tool is quiet when things go as expected.
         print(f"renderers {args.command}: {describe_choice(renderer, generic)}", file=sys.stderr)
     return renderer
+
+
+def typed_options(cls: type[Renderer], pairs: Mapping[str, str]) -> dict[str, Any]:
+    """``--option`` values typed by ``cls``'s options; a wrong one is a usage error."""
+    try:
+        return cls.options_from_text(pairs)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--option: {exc}") from None
 
 
 def describe_choice(renderer: Renderer, generic: bool = False) -> str:

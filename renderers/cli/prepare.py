@@ -8,9 +8,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from renderers.cli.common import UsageError, add_model_argument, add_option_argument
+from renderers.cli.common import (
+    UsageError,
+    add_model_argument,
+    add_option_argument,
+    check_output_path,
+    cli_advice,
+)
 from renderers.cli.models import renderer_from_args
-from renderers.rendering import TrainOn
+from renderers.prepare.outputs import DEFAULT_MAX_REJECT_FRACTION, READERS
+from renderers.prepare.shapes import DEFAULT_ROLES, ROLE_TARGETS, SHAPES
+from renderers.rendering import Renderer, TrainOn
 
 if TYPE_CHECKING:
     from renderers.prepare import PrepareConfig, PrepareStats
@@ -23,10 +31,16 @@ def add_parser(sub: Any) -> None:
         "prepare",
         help="tokenize a dataset of conversations for training",
         description="Render every conversation of INPUT (JSONL, JSON, Parquet, a folder of "
-        "them, or a Hugging Face dataset) with MODEL's chat format and write one training row "
-        "per conversation to OUTPUT (.parquet, .arrow or .jsonl): input_ids, labels (-100 "
+        "them, or a Hugging Face dataset; OpenAI messages, ShareGPT conversations or "
+        "LLaMA-Factory messages, detected per file) with MODEL's chat format and write one "
+        "training row per conversation to OUTPUT (.parquet; .arrow, an Arrow IPC stream as "
+        "datasets writes it; .feather, an Arrow IPC file; or .jsonl): input_ids, labels (-100 "
         "where untrained), loss_mask, num_tokens, num_trained_tokens, row_id. The output "
-        "appears only when the run succeeds.",
+        "appears only when the run succeeds; a run that writes no row, or whose failed rows "
+        "exceed --max-reject-fraction, fails (exit 1).",
+        epilog="role names: "
+        + ", ".join(f"{name}={role}" for name, role in DEFAULT_ROLES.items())
+        + " (extend with --role NAME=ROLE)",
     )
     prepare.add_argument("input", help="a file, a folder of files, or a dataset name/path")
     add_model_argument(prepare)
@@ -83,9 +97,49 @@ def add_parser(sub: Any) -> None:
         help="rows per work unit (default: 256, or 64 with --num-proc above 1, so that "
         "workers finish together)",
     )
-    prepare.add_argument("--messages-column", default="messages")
-    prepare.add_argument("--tools-column", default="tools")
+    prepare.add_argument(
+        "--format",
+        choices=("auto", *SHAPES),
+        default="auto",
+        help="the shape of the rows (default: auto, each file's from its first row): openai "
+        "(messages with role/content), sharegpt (conversations of from/value, row-level "
+        "system and tools), llamafactory (messages whose content is a list of type/value "
+        "parts)",
+    )
+    prepare.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="NAME=ROLE",
+        help="map a role name of the data to a role (repeatable): ROLE is one of "
+        + ", ".join(ROLE_TARGETS)
+        + "; the known names are listed below",
+    )
+    prepare.add_argument(
+        "--messages-column", help="column of the messages (default: messages, else conversations)"
+    )
+    prepare.add_argument("--tools-column", help="column of the tools (default: tools)")
+    prepare.add_argument(
+        "--system-column", help="column of a ShareGPT row's system prompt (default: system)"
+    )
     prepare.add_argument("--id-column", help="column of row ids (default: row position)")
+    prepare.add_argument(
+        "--arrow-structs",
+        choices=("refuse", "accept"),
+        default="refuse",
+        help="tool-call arguments or tools stored as Arrow structs (Parquet, saved datasets) "
+        "come back with keys reordered and integers as floats: refuse them (default) or "
+        "render them as stored",
+    )
+    prepare.add_argument(
+        "--max-reject-fraction",
+        type=float,
+        default=DEFAULT_MAX_REJECT_FRACTION,
+        metavar="FRACTION",
+        help="fail (no output) when more than this fraction of the rows fail; rows dropped "
+        f"by --overflow drop do not count (default: {DEFAULT_MAX_REJECT_FRACTION}; 1 never "
+        "fails, but a run that writes no row always does)",
+    )
     prepare.add_argument("--split", default="train", help="split of a dataset input")
     prepare.add_argument("--weights", action="store_true", help="add a float32 weights column")
     prepare.add_argument(
@@ -108,18 +162,32 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from renderers.prepare.job import default_batch_size, output_format
 
     config = _config(args)
-    output_format(args.output)  # an unknown extension fails before any work
+    check_output_path(args.output, "--output")
+    try:
+        output_format(args.output)  # an unknown extension fails before any work
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.num_proc < 1:
         raise UsageError("--num-proc must be at least 1")
     if args.batch_size is not None and args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
+    if args.pack is not None and args.pack < 2:
+        raise UsageError(f"--pack must be at least 2 tokens, got {args.pack}")
     if args.pack is not None and config.max_length is not None and config.max_length > args.pack:
         raise UsageError(f"--max-length {config.max_length} is longer than --pack {args.pack}")
-    if not args.output.parent.is_dir():
-        raise ValueError(f"{args.output.parent}: no such folder for the output")
+    if not 0 <= args.max_reject_fraction <= 1:
+        raise UsageError(
+            f"--max-reject-fraction must be between 0 and 1, got {args.max_reject_fraction}"
+        )
     rejects = args.rejects or args.output.with_name(args.output.stem + ".rejects.jsonl")
+    check_output_path(rejects, "--rejects")
+    if args.stats is not None:
+        check_output_path(args.stats, "--stats")
     source = open_source(args.input, args.split)
-    mapper = ConversationMapper(renderer_from_args(args), config)
+    renderer = renderer_from_args(args)
+    _check_train_on(config.train_on, renderer)
+    _check_columns(args, source)
+    mapper = ConversationMapper(renderer, config)
     progress = None
     if not args.quiet and sys.stderr.isatty():
         tqdm = _tqdm()
@@ -133,6 +201,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         pack_length=args.pack,
         rejects=rejects,
         progress=progress,
+        max_reject_fraction=args.max_reject_fraction,
+        describe=cli_advice,
     )
     if args.stats is not None:
         args.stats.write_text(stats.to_json() + "\n", encoding="utf-8")
@@ -148,6 +218,14 @@ def _config(args: argparse.Namespace) -> PrepareConfig:
     if args.train_on not in {t.value for t in TrainOn}:
         train_on = tuple(r.strip() for r in args.train_on.split(",") if r.strip())
     max_length = args.max_length if args.max_length is not None else args.pack
+    roles: dict[str, str] = {}
+    for pair in args.role:
+        name, sep, role = pair.partition("=")
+        if not sep or not name.strip() or role.strip() not in ROLE_TARGETS:
+            raise UsageError(
+                f"--role expects NAME=ROLE with ROLE one of {', '.join(ROLE_TARGETS)}, got {pair!r}"
+            )
+        roles[name.strip()] = role.strip()
     try:
         return PrepareConfig(
             train_on=train_on,
@@ -155,9 +233,13 @@ def _config(args: argparse.Namespace) -> PrepareConfig:
             max_length=max_length,
             overflow=args.overflow,
             on_error=args.on_error,
+            shape=args.format,
+            roles=roles,
             messages_column=args.messages_column,
-            tools_column=args.tools_column,
+            tools_column=args.tools_column or "tools",
+            system_column=args.system_column or "system",
             id_column=args.id_column,
+            arrow_structs=args.arrow_structs,
             weights=args.weights,
             assistant_masks=args.assistant_masks,
             shifted=args.shifted,
@@ -165,6 +247,39 @@ def _config(args: argparse.Namespace) -> PrepareConfig:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_train_on(train_on: str | tuple[str, ...], renderer: Renderer) -> None:
+    """A --train-on value that is neither a mode nor roles of the format, before any row."""
+    if isinstance(train_on, str):
+        return
+    unknown = [role for role in train_on if role not in renderer.roles]
+    if unknown or not train_on:
+        modes = ", ".join(t.value for t in TrainOn)
+        raise UsageError(
+            f"--train-on: {', '.join(map(repr, unknown)) or 'no value'} is neither a mode "
+            f"({modes}) nor a role of {renderer.name} ({', '.join(renderer.roles)}; "
+            "comma-separated)"
+        )
+
+
+def _check_columns(args: argparse.Namespace, source: Any) -> None:
+    """Columns named on the command line that the input's first row does not have."""
+    first = source.first_row()
+    if first is None or not hasattr(first[1], "keys"):
+        return
+    name, row = first
+    for option, column in (
+        ("--messages-column", args.messages_column),
+        ("--tools-column", args.tools_column),
+        ("--system-column", args.system_column),
+        ("--id-column", args.id_column),
+    ):
+        if column is not None and column not in row:
+            fields = ", ".join(map(str, row)) or "none"
+            raise UsageError(
+                f"{option} {column}: {name} has no such column (its first row has: {fields})"
+            )
 
 
 def _tqdm() -> Any:
@@ -188,11 +303,14 @@ def _progress_bar(tqdm: Any) -> Any:
 def summary(stats: PrepareStats) -> str:
     """The one-screen report of a run."""
     lines = [f"renderers prepare: {stats.model}, train_on={stats.train_on}"]
-    lines.append(f"  input     {stats.input}: {stats.rows_read:,} rows")
+    shapes = sorted(set(stats.shapes.values()))
+    shown = f" ({', '.join(shapes)})" if shapes else ""
+    lines.append(f"  input     {stats.input}: {stats.rows_read:,} rows{shown}")
     written = f"{stats.rows_written:,} rows"
     if stats.packed_rows is not None:
         written += f" packed into {stats.packed_rows:,} rows of <= {stats.pack_length} tokens"
-    lines.append(f"  output    {stats.output} ({stats.output_format}): {written}")
+    reader = READERS.get(stats.output_format, stats.output_format)
+    lines.append(f"  output    {stats.output}: {written} ({reader})")
     if stats.max_length is not None:
         policy = {
             "error": "longer rows are errors",

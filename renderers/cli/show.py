@@ -15,6 +15,7 @@ from renderers.cli.common import (
     UsageError,
     add_model_argument,
     add_option_argument,
+    check_output_path,
     load_json,
     read_text,
 )
@@ -82,6 +83,8 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.row is not None and args.row < 0:
         raise UsageError(f"--row must be 0 or more, got {args.row}")
+    if args.html not in (None, "-"):
+        check_output_path(args.html, "--html")
     renderer = renderer_from_args(args)
     view = _completion(args, renderer) if args.parse else _example(args, renderer)
     if args.html is None:
@@ -159,11 +162,12 @@ def _read_record(path: str, row: int | None) -> Any:
     text = read_text(path)
     name = "stdin" if path == "-" else path
     if path.endswith(".jsonl") or (row is not None and not text.lstrip().startswith("[")):
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         k = 0 if row is None else row
         if k >= len(lines):
             raise ValueError(f"{name}: row {k} does not exist (it has {len(lines)} rows)")
-        return load_json(lines[k], f"{name} row {k}")
+        number, line = lines[k]
+        return load_json(line, f"{name} row {k} (line {number})")
     data = load_json(text, name)
     if row is None:
         return data

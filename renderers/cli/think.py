@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from renderers.cli.common import Style, UsageError
+from renderers.cli.common import Style, UsageError, check_output_path
 from renderers.core.messages import ThinkingPart
 from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text import STYLES, ReasoningSplitter, openai_fields
@@ -107,6 +107,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         splitter = ReasoningSplitter(style)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.thinking_file:
+        check_output_path(args.thinking_file, "--thinking-file")
     with contextlib.ExitStack() as stack:
         if args.thinking_file:
             sink: TextIO = stack.enter_context(open(args.thinking_file, "w", encoding="utf-8"))

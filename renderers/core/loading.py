@@ -22,7 +22,29 @@ from typing import Any
 from renderers.core.kimi_tokenizer import load_kimi_tokenizer
 from renderers.core.vocabulary import class_spec
 
-__all__ = ["TokenizerSource", "TokenizerUnavailableError", "load_tokenizer", "source_of"]
+__all__ = [
+    "LOADING_VARIABLES",
+    "TokenizerSource",
+    "TokenizerUnavailableError",
+    "load_tokenizer",
+    "loading_environment",
+    "source_of",
+]
+
+LOADING_VARIABLES = (
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+    "HF_ENDPOINT",
+    "HF_HUB_ETAG_TIMEOUT",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+    "TRANSFORMERS_OFFLINE",
+    "TIKTOKEN_ENCODINGS_BASE",
+    "TIKTOKEN_RS_CACHE_DIR",
+)
+"""The environment variables that decide where tokenizers load from (the hub client's
+cache and offline mode, Harmony's tiktoken encodings). Access tokens are not among them:
+give those to workers yourself."""
 
 # Model ids whose tokenizer must be built from tiktoken data (no remote code).
 # Kimi-K2.5 ships the same tiktoken data (its vocabulary equals K2-Thinking's, checked
@@ -62,6 +84,13 @@ def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
         with _LOCK:
             tokenizer = _LOADED.setdefault(key, tokenizer)
     return tokenizer
+
+
+def loading_environment() -> dict[str, str]:
+    """The :data:`LOADING_VARIABLES` set in this process: what another process (a Ray
+    worker, which does not inherit the driver's environment) needs to load the same
+    tokenizers the same way."""
+    return {name: os.environ[name] for name in LOADING_VARIABLES if name in os.environ}
 
 
 def source_of(tokenizer: Any) -> TokenizerSource | None:

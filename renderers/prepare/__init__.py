@@ -6,6 +6,10 @@ num_proc=N)``, Ray Data's ``map_batches`` and the ``renderers prepare`` command
 (:func:`run_prepare`) all call it. Needs the ``data`` extra (``datasets``, ``pyarrow``,
 ``tqdm``); Ray Data the ``ray`` extra.
 
+Rows are read in the shape they are published in (OpenAI messages, ShareGPT
+conversations, LLaMA-Factory's v1 messages): :mod:`renderers.prepare.shapes`, also usable
+alone (:func:`read_conversation`, which needs neither pyarrow nor a tokenizer).
+
 Column layout (one row per conversation)
 ----------------------------------------
 Every list column of a row has ``num_tokens`` entries, aligned with ``input_ids``.
@@ -75,20 +79,73 @@ What each training stack reads
 
 from __future__ import annotations
 
-from renderers.prepare.job import PrepareStats, run_prepare
-from renderers.prepare.mapper import IGNORE_INDEX, ConversationMapper, PrepareConfig, RowError
-from renderers.prepare.packing import Packer, pack_table
-from renderers.prepare.sources import Source, open_source
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from renderers.core.loading import loading_environment
+from renderers.prepare.outputs import DEFAULT_MAX_REJECT_FRACTION, OUTPUT_FORMATS
+from renderers.prepare.shapes import (
+    DEFAULT_ROLES,
+    SHAPES,
+    Conversation,
+    ShapeError,
+    detect_shape,
+    read_conversation,
+)
+
+if TYPE_CHECKING:
+    from renderers.prepare.job import PrepareStats, RejectedRowsError, run_prepare
+    from renderers.prepare.mapper import (
+        IGNORE_INDEX,
+        ConversationMapper,
+        PrepareConfig,
+        RowError,
+    )
+    from renderers.prepare.packing import Packer, pack_table
+    from renderers.prepare.sources import Source, open_source
 
 __all__ = [
+    "DEFAULT_MAX_REJECT_FRACTION",
+    "DEFAULT_ROLES",
     "IGNORE_INDEX",
+    "OUTPUT_FORMATS",
+    "SHAPES",
+    "Conversation",
     "ConversationMapper",
     "Packer",
     "PrepareConfig",
     "PrepareStats",
+    "RejectedRowsError",
     "RowError",
+    "ShapeError",
     "Source",
+    "detect_shape",
+    "loading_environment",
     "open_source",
     "pack_table",
+    "read_conversation",
     "run_prepare",
 ]
+
+# The pipeline needs pyarrow (the data extra); the shape readers above do not, so they are
+# imported at once and the pipeline when first used.
+_LAZY = {
+    "IGNORE_INDEX": "mapper",
+    "ConversationMapper": "mapper",
+    "PrepareConfig": "mapper",
+    "RowError": "mapper",
+    "PrepareStats": "job",
+    "RejectedRowsError": "job",
+    "run_prepare": "job",
+    "Packer": "packing",
+    "pack_table": "packing",
+    "Source": "sources",
+    "open_source": "sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'renderers.prepare' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"renderers.prepare.{module}"), name)

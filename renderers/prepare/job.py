@@ -20,12 +20,30 @@ from pathlib import Path
 from typing import Any
 
 from renderers.prepare.mapper import ConversationMapper, pa, pc, pq
+from renderers.prepare.outputs import (
+    DEFAULT_MAX_REJECT_FRACTION,
+    OUTPUT_FORMATS,
+    READERS,
+    output_format,
+)
 from renderers.prepare.packing import Packer, pack_table
-from renderers.prepare.sources import Batch, Source
+from renderers.prepare.sources import Batch, Detect, Source
 
-__all__ = ["OUTPUT_FORMATS", "PrepareStats", "default_batch_size", "output_format", "run_prepare"]
+__all__ = [
+    "DEFAULT_MAX_REJECT_FRACTION",
+    "OUTPUT_FORMATS",
+    "READERS",
+    "PrepareStats",
+    "RejectedRowsError",
+    "default_batch_size",
+    "output_format",
+    "run_prepare",
+]
 
-OUTPUT_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "jsonl"}
+
+class RejectedRowsError(ValueError):
+    """A run that wrote no row, or rejected more rows than it may: no output is written;
+    the rejects file, when asked for, lists them."""
 
 
 @dataclass
@@ -56,19 +74,11 @@ class PrepareStats:
     peak_worker_rss_mib: float = 0.0  # of the largest process that mapped rows
     rejects: str | None = None
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    first_error: str | None = None  # "row ID: error" of the first rejected row
+    shapes: dict[str, str] = field(default_factory=dict)  # each file's shape
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
-
-
-def output_format(path: Path) -> str:
-    """The output format of ``path`` by its extension."""
-    fmt = OUTPUT_FORMATS.get(path.suffix)
-    if fmt is None:
-        raise ValueError(
-            f"{path}: unknown output format (expected {', '.join(OUTPUT_FORMATS)} as extension)"
-        )
-    return fmt
 
 
 def default_batch_size(num_proc: int) -> int:
@@ -87,11 +97,18 @@ def run_prepare(
     pack_length: int | None = None,
     rejects: Path | None = None,
     progress: Callable[[int | None], Any] | None = None,
+    max_reject_fraction: float | None = DEFAULT_MAX_REJECT_FRACTION,
+    describe: Callable[[str], str] | None = None,
 ) -> PrepareStats:
     """Prepare ``source`` into ``output``; rows the mapper skips go to ``rejects`` (JSONL:
     row id, message index, error). Output files appear only when the run succeeds.
     ``num_proc`` processes map rows: this one and ``num_proc - 1`` forked workers;
-    ``batch_size`` rows are one work unit (default: :func:`default_batch_size`)."""
+    ``batch_size`` rows are one work unit (default: :func:`default_batch_size`).
+
+    The run fails (:class:`RejectedRowsError`, no output; the rejects file is kept) when
+    rows were read but none was written, or when more than ``max_reject_fraction`` of the
+    rows failed (``None``: any share). ``describe`` rewrites error texts for the rejects
+    file (the command line gives its own spelling of the advice in them)."""
     config = mapper.config
     stats = PrepareStats(
         model=mapper.renderer.name,
@@ -117,11 +134,17 @@ def run_prepare(
     )
     writer = _AtomicTable(output, stats.output_format)
     reject_file = _AtomicText(rejects) if rejects is not None and skipping else None
+
+    def detect(name: str, row: Any) -> str | None:
+        shape = mapper.detect(row)
+        stats.shapes[name] = shape or "unknown"
+        return shape
+
     try:
         size = batch_size or default_batch_size(num_proc)
-        for table, rss in _mapped(source, mapper, num_proc, size):
+        for table, rss in _mapped(source, mapper, num_proc, size, detect):
             stats.peak_worker_rss_mib = max(stats.peak_worker_rss_mib, rss)
-            good = _account(table, stats, reject_file)
+            good = _account(table, stats, reject_file, describe)
             if bar is not None:
                 bar.update(table.num_rows)
             if packer is None:
@@ -137,10 +160,11 @@ def run_prepare(
         if not writer.started:  # no row at all: an empty file with the columns
             empty = mapper.table([], []).drop_columns(["error", "error_message_index"])
             writer.write(empty if packer is None else pack_table(empty, packer.length))
-        writer.commit()
         if reject_file is not None:
             reject_file.commit()
             stats.rejects = str(rejects)
+        _check_rejects(stats, max_reject_fraction)
+        writer.commit()
     finally:
         writer.abort()
         if reject_file is not None:
@@ -154,7 +178,28 @@ def run_prepare(
     return stats
 
 
-def _account(table: Any, stats: PrepareStats, rejects: _AtomicText | None) -> Any:
+def _check_rejects(stats: PrepareStats, max_fraction: float | None) -> None:
+    """Fail a run that wrote no row from its rows, or rejected too many of them."""
+    where = f"; all listed in {stats.rejects}" if stats.rejects else ""
+    first = f" (first: {stats.first_error})" if stats.first_error else ""
+    if stats.rows_read and not stats.rows_written:
+        raise RejectedRowsError(
+            f"no row written: all {stats.rows_read:,} rows were rejected{first}{where}"
+        )
+    failed = stats.errors_by_kind.get("error", 0)
+    if max_fraction is not None and stats.rows_read and failed > max_fraction * stats.rows_read:
+        raise RejectedRowsError(
+            f"{failed:,} of {stats.rows_read:,} rows failed ({failed / stats.rows_read:.1%}, "
+            f"more than max_reject_fraction={max_fraction:g}){first}{where}"
+        )
+
+
+def _account(
+    table: Any,
+    stats: PrepareStats,
+    rejects: _AtomicText | None,
+    describe: Callable[[str], str] | None = None,
+) -> Any:
     """Count a mapped table, list its rejected rows, return its good rows."""
     errors = table.column("error")
     stats.rows_read += table.num_rows
@@ -164,6 +209,10 @@ def _account(table: Any, stats: PrepareStats, rejects: _AtomicText | None) -> An
         bad = table.filter(failed).select(["row_id", "error_message_index", "error"])
         for row in bad.to_pylist():
             error = row["error"]
+            if describe is not None:
+                error = describe(error)
+            if stats.first_error is None:
+                stats.first_error = f"row {row['row_id']}: {error}"
             kind = "too long" if error.startswith("dropped: ") else "error"
             stats.errors_by_kind[kind] = stats.errors_by_kind.get(kind, 0) + 1
             if kind == "too long":
@@ -244,11 +293,15 @@ def _prepared(batch: Batch, mapper: ConversationMapper) -> tuple[Any, float]:
 
 
 def _mapped(
-    source: Source, mapper: ConversationMapper, num_proc: int, batch_size: int
+    source: Source,
+    mapper: ConversationMapper,
+    num_proc: int,
+    batch_size: int,
+    detect: Detect | None = None,
 ) -> Iterator[tuple[Any, float]]:
     """Prepared batches in input order, mapped by this process and ``num_proc - 1``
     forked workers."""
-    batches = source.batches(batch_size)
+    batches = source.batches(batch_size, detect)
     if num_proc <= 1:
         for batch in batches:
             yield _prepared(batch, mapper)
@@ -356,7 +409,8 @@ class _AtomicText(_Atomic):
 
 
 class _AtomicTable(_Atomic):
-    """Parquet, Arrow IPC stream (what ``datasets.Dataset.from_file`` reads) or JSONL."""
+    """Parquet, Arrow IPC stream (``.arrow``: what ``datasets.Dataset.from_file`` reads),
+    Arrow IPC file (``.feather``) or JSONL."""
 
     def __init__(self, path: Path, fmt: str) -> None:
         super().__init__(path)
@@ -387,7 +441,8 @@ class _AtomicTable(_Atomic):
                 )
             else:
                 self._sink = pa.OSFile(str(self.temporary), "wb")
-                self._writer = pa.ipc.new_stream(self._sink, self._schema)
+                new = pa.ipc.new_file if self.format == "feather" else pa.ipc.new_stream
+                self._writer = new(self._sink, self._schema)
         elif table.schema != self._schema:
             table = table.cast(self._schema)
         self._writer.write_table(table)

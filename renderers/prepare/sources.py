@@ -4,7 +4,7 @@ dataset, in batches that keep input order and each row's position."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,19 +16,29 @@ __all__ = ["Batch", "Source", "open_source"]
 _SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
+Detect = Callable[[str, Any], str | None]
+"""The shape of a file's rows, from the file's name and its first row."""
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """Consecutive input rows: raw JSONL lines, parsed JSON objects, or an Arrow table.
-    ``start`` is the position of the first row in the whole input."""
+    ``start`` is the position of the first row in the whole input; ``shape`` the shape
+    of the file they come from (``None``: each row's own); ``lines`` the line number of
+    each JSONL row in ``file``."""
 
     start: int
     kind: str  # "lines", "objects" or "arrow"
     rows: Any
+    shape: str | None = None
+    file: str = ""
+    lines: tuple[int, ...] = ()
 
     def prepare(self, mapper: ConversationMapper) -> Any:
         """The prepared table of these rows (runs in a worker process)."""
         if self.kind == "arrow":
-            return mapper(self.rows, range(self.start, self.start + self.rows.num_rows))
+            indices = range(self.start, self.start + self.rows.num_rows)
+            return mapper(self.rows, indices, shape=self.shape)
         config = mapper.config
         row_ids: list[Any] = []
         results: list[RowResult] = []
@@ -39,7 +49,8 @@ class Batch:
                     row = json.loads(row)
                 except ValueError as exc:
                     row_ids.append(position)
-                    results.append(mapper.row_error(position, f"not valid JSON ({exc})"))
+                    where = f"{self.file} line {self.lines[k]}: " if self.lines else ""
+                    results.append(mapper.row_error(position, f"{where}not valid JSON ({exc})"))
                     continue
             row_id = position
             if config.id_column is not None and isinstance(row, dict):
@@ -49,11 +60,8 @@ class Batch:
                 results.append(
                     mapper.row_error(row_id, f"expected a JSON object, got {type(row).__name__}")
                 )
-            elif config.messages_column not in row:
-                results.append(mapper.row_error(row_id, f"no {config.messages_column!r} field"))
             else:
-                messages = row[config.messages_column]
-                results.append(mapper.row(row_id, messages, row.get(config.tools_column), False))
+                results.append(mapper.row(row_id, row, False, self.shape))
         return mapper.table(row_ids, results)
 
 
@@ -79,50 +87,97 @@ class Source:
                 return None
         return total
 
-    def batches(self, batch_size: int) -> Iterator[Batch]:
+    def first_row(self) -> tuple[str, Any] | None:
+        """The name of the first file (or the dataset) and its first row, read alone
+        (``None`` for an empty input; a JSONL line that is not JSON is skipped)."""
+        if self.dataset is not None:
+            return (self.name, self.dataset[0]) if len(self.dataset) else None
+        for path in self.files:
+            row = _first_row(path)
+            if row is not None:
+                return path.name, row
+        return None
+
+    def batches(self, batch_size: int, detect: Detect | None = None) -> Iterator[Batch]:
+        """The input in batches of ``batch_size`` rows; ``detect`` gives each file's
+        shape from its first row (carried by its batches)."""
         start = 0
         if self.dataset is not None:
+            shape = None
+            if detect is not None and len(self.dataset):
+                shape = detect(self.name, self.dataset[0])
             arrow = self.dataset.with_format("arrow")
             for table in arrow.iter(batch_size=batch_size):
-                yield Batch(start, "arrow", table)
+                yield Batch(start, "arrow", table, shape, self.name)
                 start += table.num_rows
             return
         for path in self.files:
-            for batch in _file_batches(path, batch_size, start):
+            shape = None
+            if detect is not None:
+                first = _first_row(path)
+                shape = detect(path.name, first) if first is not None else None
+            for batch in _file_batches(path, batch_size, start, shape):
                 yield batch
                 start += len(batch.rows) if batch.kind != "arrow" else batch.rows.num_rows
 
 
-def _file_batches(path: Path, batch_size: int, start: int) -> Iterator[Batch]:
+def _first_row(path: Path) -> Any:
+    if path.suffix == ".parquet":
+        for record_batch in pq.ParquetFile(path).iter_batches(batch_size=1):
+            if record_batch.num_rows:
+                return record_batch.slice(0, 1).to_pylist()[0]
+        return None
+    if path.suffix == ".jsonl":
+        with path.open("rb") as f:
+            for line in f:
+                if line.strip():
+                    try:
+                        return json.loads(line)
+                    except ValueError:
+                        continue
+        return None
+    data = _json_file(path)
+    return data[0] if data else None
+
+
+def _json_file(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise ValueError(
+            f"{path}: expected a JSON list of conversations, got {type(data).__name__}"
+        )
+    return data
+
+
+def _file_batches(path: Path, batch_size: int, start: int, shape: str | None) -> Iterator[Batch]:
+    name = path.name
     if path.suffix == ".parquet":
         parquet = pq.ParquetFile(path)
         for record_batch in parquet.iter_batches(batch_size=batch_size):
-            yield Batch(start, "arrow", pa.Table.from_batches([record_batch]))
+            yield Batch(start, "arrow", pa.Table.from_batches([record_batch]), shape, name)
             start += record_batch.num_rows
     elif path.suffix == ".jsonl":
         lines: list[bytes] = []
+        numbers: list[int] = []
         with path.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 lines.append(line)
+                numbers.append(number)
                 if len(lines) == batch_size:
-                    yield Batch(start, "lines", lines)
+                    yield Batch(start, "lines", lines, shape, name, tuple(numbers))
                     start += len(lines)
-                    lines = []
+                    lines, numbers = [], []
         if lines:
-            yield Batch(start, "lines", lines)
+            yield Batch(start, "lines", lines, shape, name, tuple(numbers))
     else:
-        try:
-            data = json.loads(path.read_bytes())
-        except ValueError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, list):
-            raise ValueError(
-                f"{path}: expected a JSON list of conversations, got {type(data).__name__}"
-            )
+        data = _json_file(path)
         for k in range(0, len(data), batch_size):
-            yield Batch(start + k, "objects", data[k : k + batch_size])
+            yield Batch(start + k, "objects", data[k : k + batch_size], shape, name)
 
 
 def open_source(spec: str, split: str = "train") -> Source:
