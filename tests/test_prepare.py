@@ -418,14 +418,18 @@ def test_inputs_of_every_kind_give_the_same_rows_in_order(tmp_path: Path) -> Non
         assert result["input_ids"] == [_expected(r)[0] for r in ROWS[:4]]
 
 
-def test_an_empty_input_gives_an_empty_file_with_the_columns(tmp_path: Path) -> None:
+def test_an_empty_input_fails_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that produced no row fails, whatever the reason: a script feeding an empty
+    shard must not take an empty file for a training set."""
     data = tmp_path / "empty.jsonl"
-    data.write_text("", encoding="utf-8")
+    data.write_text("\n", encoding="utf-8")
     out = tmp_path / "out.parquet"
-    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), "-q"]) == 0
-    table = pq.read_table(out)
-    assert table.num_rows == 0
-    assert {"row_id", "input_ids", "labels", "loss_mask"} <= set(table.column_names)
+    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), "-q"]) == 1
+    assert not out.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(f"no row written: {data} holds no rows"), line
 
 
 # -- data through Arrow: nothing changes quietly ------------------------------------------

@@ -26,7 +26,7 @@ from renderers.prepare.outputs import (
     READERS,
     output_format,
 )
-from renderers.prepare.packing import Packer, pack_table
+from renderers.prepare.packing import Packer
 from renderers.prepare.sources import Batch, Detect, Source
 
 __all__ = [
@@ -42,7 +42,8 @@ __all__ = [
 
 
 class RejectedRowsError(ValueError):
-    """A run that wrote no row, or rejected more rows than it may: no output is written;
+    """A run that wrote no row (an empty input, or every row rejected), or rejected more
+    rows than it may: no output is written;
     the rejects file, when asked for, lists them."""
 
 
@@ -106,9 +107,10 @@ def run_prepare(
     ``batch_size`` rows are one work unit (default: :func:`default_batch_size`).
 
     The run fails (:class:`RejectedRowsError`, no output; the rejects file is kept) when
-    rows were read but none was written, or when more than ``max_reject_fraction`` of the
-    rows failed (``None``: any share). ``describe`` rewrites error texts for the rejects
-    file (the command line gives its own spelling of the advice in them)."""
+    no row was written (an empty input, or every row rejected), or when more than
+    ``max_reject_fraction`` of the rows failed (``None``: any share). ``describe``
+    rewrites error texts for the rejects file (the command line gives its own spelling of
+    the advice in them)."""
     config = mapper.config
     stats = PrepareStats(
         model=mapper.renderer.name,
@@ -157,9 +159,6 @@ def run_prepare(
             for packed in packer.finish():
                 writer.write(packed)
                 stats.packed_rows = (stats.packed_rows or 0) + packed.num_rows
-        if not writer.started:  # no row at all: an empty file with the columns
-            empty = mapper.table([], []).drop_columns(["error", "error_message_index"])
-            writer.write(empty if packer is None else pack_table(empty, packer.length))
         if reject_file is not None:
             reject_file.commit()
             stats.rejects = str(rejects)
@@ -179,10 +178,13 @@ def run_prepare(
 
 
 def _check_rejects(stats: PrepareStats, max_fraction: float | None) -> None:
-    """Fail a run that wrote no row from its rows, or rejected too many of them."""
+    """Fail a run that wrote no row (from no input, or with every row rejected), or
+    rejected too many of them: a script must not take an empty training set for one."""
     where = f"; all listed in {stats.rejects}" if stats.rejects else ""
     first = f" (first: {stats.first_error})" if stats.first_error else ""
-    if stats.rows_read and not stats.rows_written:
+    if not stats.rows_read:
+        raise RejectedRowsError(f"no row written: {stats.input} holds no rows")
+    if not stats.rows_written:
         raise RejectedRowsError(
             f"no row written: all {stats.rows_read:,} rows were rejected{first}{where}"
         )
@@ -419,10 +421,6 @@ class _AtomicTable(_Atomic):
         self._sink: Any = None
         self._schema: Any = None
         self._text = self.temporary.open("w", encoding="utf-8") if fmt == "jsonl" else None
-
-    @property
-    def started(self) -> bool:
-        return self._writer is not None or (self._text is not None and self._text.tell() > 0)
 
     def write(self, table: Any) -> None:
         if self._text is not None:
