@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from renderers import __version__
+
 ROOT = Path(__file__).resolve().parents[1]
 
 USER_CODE = """\
@@ -131,6 +133,10 @@ def test_the_core_install_runs_every_everyday_command(tmp_path: Path) -> None:
             timeout=300,
         )
 
+    version = run("--version")
+    assert (version.returncode, version.stdout.split()) == (0, ["renderers", __version__])
+    bare = run()
+    assert bare.returncode == 0 and bare.stdout.startswith("usage: renderers") and not bare.stderr
     demo = run("demo", "--model", "Qwen/Qwen3-8B")
     assert demo.returncode == 0 and "termination: stop" in demo.stdout, demo.stderr
     think = run("think", stdin="<think>Check.</think>The answer is 4.")
