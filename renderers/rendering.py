@@ -55,7 +55,15 @@ class TrainOn(StrEnum):
     LAST_TURN = "last_turn"
     """What the model samples for the last whole assistant turn: the last assistant
     message and the assistant messages of the run of assistant and tool messages it ends
-    (tool calls, then the final answer), like tinker-cookbook's ``LAST_ASSISTANT_TURN``."""
+    (tool calls, then the final answer). Any other message (user, system, developer)
+    ends the run."""
+    LAST_ASSISTANT_TURN = "last_assistant_turn"
+    """What the model samples for every assistant message after the last user message
+    before the last assistant message (tool calls, then the final answer): tinker-cookbook's
+    ``LAST_ASSISTANT_TURN`` (v0.5.5, ``renderers/base.py``; its Kimi-K2 renderer draws the
+    line elsewhere). Equal to :attr:`LAST_TURN` unless a system or developer message stands
+    between those assistant messages (this mode trains across it, ``last_turn`` stops
+    there); a conversation without a user message trains every assistant message."""
     ALL_ASSISTANT = "all_assistant"
     """What the model samples for every assistant message."""
     ALL = "all"
@@ -496,9 +504,16 @@ def selected_messages(
             )
         if mode is TrainOn.LAST_ASSISTANT:
             chosen = set(assistants[-1:])
+        elif not assistants:  # only messages with their own weight are trained
+            chosen = set()
         elif mode is TrainOn.LAST_TURN:
             start = assistants[-1]
             while start > 0 and messages[start - 1].role in ("assistant", "tool"):
+                start -= 1
+            chosen = {i for i in assistants if i >= start}
+        elif mode is TrainOn.LAST_ASSISTANT_TURN:
+            start = assistants[-1]
+            while start > 0 and messages[start - 1].role != "user":
                 start -= 1
             chosen = {i for i in assistants if i >= start}
         else:

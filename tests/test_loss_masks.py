@@ -11,6 +11,7 @@ import pytest
 
 from renderers import Message, TrainOn, get_renderer
 from renderers.bench.prepare import generate_corpus, qwen3_generation_template, template_example
+from renderers.rendering import selected_messages
 from tests.conftest import tokenizer_for
 from tests.oracle import hf_template_ids
 from tests.training import supervised_or_dropped
@@ -80,6 +81,54 @@ def test_last_turn_trains_every_assistant_message_after_the_last_user_message(qw
     last = qwen3.build_supervised_example(AGENT, train_on="last_assistant").weights
     assert 0 < last.sum() < example.weights.sum()
     assert np.all(last <= example.weights)
+
+
+def test_last_assistant_turn_trains_across_a_system_message_where_last_turn_stops(
+    qwen3: Any,
+) -> None:
+    """``last_assistant_turn`` is tinker-cookbook's ``LAST_ASSISTANT_TURN`` (v0.5.5: every
+    assistant message after the last user message); ``last_turn`` ends the run of
+    assistant and tool messages at any other message, a system note included. Without
+    such a message the two are equal."""
+    assert (
+        qwen3.build_supervised_example(AGENT, train_on="last_assistant_turn").weights.tolist()
+        == qwen3.build_supervised_example(AGENT, train_on="last_turn").weights.tolist()
+    )
+    messages = [*AGENT[:5], {"role": "system", "content": "Tools are slow."}, *AGENT[5:]]
+    ids, mask = _template_mask(messages)
+    last_user_end = _message_end(messages, 3)
+    expected = mask.copy()
+    expected[:last_user_end] = 0
+    example = qwen3.build_supervised_example(messages, train_on=TrainOn.LAST_ASSISTANT_TURN)
+    assert example.tokens.tolist() == ids
+    assert example.weights.tolist() == expected.tolist()
+    note_end = _message_end(messages, 5)
+    expected[:note_end] = 0  # last_turn: only the answer after the system note
+    assert qwen3.build_supervised_example(messages, train_on="last_turn").weights.tolist() == (
+        expected.tolist()
+    )
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [
+        "u a t a",
+        "s u a t a u",  # one trailing user message: the turn before it
+        "a a",  # no user message: every assistant message
+        "u a s a",
+        "u a u t a",
+    ],
+)
+def test_last_assistant_turn_selects_what_tinker_cookbook_selects(roles: str) -> None:
+    """tinker-cookbook v0.5.5 (``renderers/base.py``): a message is in the last assistant
+    turn when it is an assistant message at or after ``_last_assistant_turn_start_index(
+    messages[:-1])``, one past the last user message before the final message."""
+    names = {"u": "user", "a": "assistant", "t": "tool", "s": "system"}
+    msgs = [Message(names[r], "x") for r in roles.split()]
+    last_user = max((i for i, m in enumerate(msgs[:-1]) if m.role == "user"), default=-1)
+    tinker = [m.role == "assistant" and i >= last_user + 1 for i, m in enumerate(msgs)]
+    roles_known = ("system", "user", "assistant", "tool")
+    assert selected_messages(msgs, "last_assistant_turn", roles_known) == tinker
 
 
 def test_end_of_turn_token_can_be_left_untrained(qwen3: Any) -> None:

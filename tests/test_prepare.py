@@ -644,6 +644,7 @@ def test_more_rejected_rows_than_the_limit_fail_the_run(
         (
             ["--train-on", "last_asistant"],
             "--train-on: 'last_asistant' is neither a mode (last_assistant, last_turn, "
+            "last_assistant_turn, "
             "all_assistant, all) nor a role of qwen3 (system, user, assistant, tool",
         ),
         (

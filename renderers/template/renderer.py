@@ -273,7 +273,7 @@ class TemplateRenderer(Renderer):
         if not isinstance(train_on, str):
             raise ValueError(
                 "train_on: the template renderer trains modes (last_assistant, last_turn, "
-                f"all_assistant, all), not roles: got {sorted(train_on)}"
+                f"last_assistant_turn, all_assistant, all), not roles: got {sorted(train_on)}"
             )
         if not train_end_of_turn or attribution:
             raise ValueError(
