@@ -23,7 +23,9 @@ answer follows; history answers keep only their ``final`` message. The text of a
 tool-calling message (OpenAI ``content``) is written as ``analysis`` too, as the template
 does; an answer without a tool call always ends in a ``final`` message (empty if there is
 no text). The model samples from ``<|start|>assistant`` on and stops at ``<|return|>``
-(final answer) or ``<|call|>`` (tool call), so one completion holds at most one tool call;
+(final answer) or ``<|call|>`` (tool call), so one completion holds at most one tool call:
+the calls of one assistant message are each trained from the ``<|start|>assistant`` after
+the previous call (the prompt of the completion that samples it), that header untrained.
 ``<|end|>`` separates messages within a turn. ``<|endoftext|>`` is the end-of-sequence
 token.
 
@@ -545,11 +547,14 @@ class GptOssRenderer(Renderer):
             items = kept
         write = enc.write_parts
         previous = -1
+        stopped = False  # the previous item ended at a stop token (<|call|>, <|return|>)
         for role, author, body, channel, recipient, content_type, i, end, end_sampled in items:
             if role != "assistant":
                 write(w, role, author, body, channel, recipient, content_type, msg=i)
             else:
-                # The first item of a message starts at the prompt's <|start|>assistant.
+                # The first item of a message starts at the prompt's <|start|>assistant, and
+                # so does an item after a call of the same message: the model stopped at
+                # <|call|>, and a new completion samples what follows that header.
                 write(
                     w,
                     role,
@@ -561,10 +566,13 @@ class GptOssRenderer(Renderer):
                     end,
                     i,
                     True,
-                    i == previous,
+                    i == previous and not stopped,
                     end_sampled,
                 )
             previous = i
+            stopped = role == "assistant" and (
+                end == "return" or (end is None and recipient is not None)
+            )
         if add_generation_prompt:
             enc.write_generation_prompt(w)
 

@@ -1304,9 +1304,17 @@ def test_supervised_prefix_equals_generation_prompt(spec: Spec, data: st.DataObj
     example = r.build_supervised_example(messages)
     first = int(example.weights.argmax())
     assert example.weights[first] == 1
-    weights = example.weights[first:].tolist()
-    assert weights == sorted(weights, reverse=True)  # trained through the turn's end
     tokens = example.tokens.tolist()
+    weights = example.weights[first:].tolist()
+    if spec.layout is GPT_OSS:
+        # One completion per call: the <|start|>assistant after each <|call|> of the turn
+        # is the next completion's prompt, untrained (issue 31 item 4).
+        call, start = r.table.control_id("<|call|>"), r.table.control_id("<|start|>")
+        for k in range(first, len(tokens) - 2):
+            if tokens[k] == call and tokens[k + 1] == start:
+                assert example.weights[k] == 1 and weights[k + 1 - first : k + 3 - first] == [0, 0]
+                weights[k + 1 - first : k + 3 - first] = [1.0, 1.0]
+    assert weights == sorted(weights, reverse=True)  # trained through the turn's end
     check = spec.prompt_prefix or prompt_equals
     documented = check(r, messages, tokens[:first], tokens[first:])
     count(f"prompt consistency [{spec!r}]")
