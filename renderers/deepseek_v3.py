@@ -45,7 +45,10 @@ The official template has defects in its tool-call branch, reproduced by default
   a user message or another tool-call message.
 
 Training on these renderings teaches the model formats it cannot be prompted into (the
-untrained prefix before such a turn differs from the generation prompt).
+untrained prefix before such a turn differs from the generation prompt, and a single
+call's trained tokens end at ``<｜tool▁call▁end｜>``, with no stop token to learn). Calls the
+template writes after an ``<｜end▁of▁sentence｜>`` of the same turn are not trained: the
+model stops there, so a later call is never sampled after it.
 ``fix_tool_format=True`` renders the format the template intends instead: every
 tool-call message is::
 
@@ -327,12 +330,12 @@ class _DeepSeekRenderer(Renderer):
                 w.text(m.text, i)
                 first = False
 
-    def _raw_call(self, w: TokenWriter, i: int, raw: str) -> None:
+    def _raw_call(self, w: TokenWriter, i: int, raw: str, sampled: bool = True) -> None:
         """An unparsed call's raw text; its ``<｜tool▁sep｜>`` markers become the token."""
         for k, piece in enumerate(raw.split(SEP)):
             if k:
-                w.control(self.sep, i, True)
-            w.text(piece, i, True)
+                w.control(self.sep, i, sampled)
+            w.text(piece, i, sampled)
 
     def _tool_output(self, w: TokenWriter, i: int, text: str) -> None:
         w.control(self.output_begin, i)
@@ -437,6 +440,7 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
         for part in parts:
             if type(part) is TextPart:
                 w.text(part.text, i, True)
+        sampled = True  # until the <｜end▁of▁sentence｜> the model stops at
         for part in parts:
             if type(part) is TextPart or type(part) is ThinkingPart:
                 continue
@@ -445,27 +449,28 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 self._write_call(w, i, part)
                 state.is_first = True
             else:
-                w.text("\n", i, True)
-                self._write_call(w, i, part)
-                w.control(self.calls_end, i, True)
-                w.control(self.eos, i, True)
+                w.text("\n", i, sampled)
+                self._write_call(w, i, part, sampled)
+                w.control(self.calls_end, i, sampled)
+                w.control(self.eos, i, sampled)
+                sampled = False
 
-    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
-        w.control(self.call_begin, i, True)
+    def _write_call(self, w: TokenWriter, i: int, part: Part, sampled: bool = True) -> None:
+        w.control(self.call_begin, i, sampled)
         if type(part) is ToolCallPart:
             if "\n" in part.name:
                 raise ValueError(
                     f"messages[{i}]: tool name {part.name!r} contains a newline, which "
                     "deepseek_v3 cannot express (the name ends at the first newline)"
                 )
-            w.text("function", i, True)
-            w.control(self.sep, i, True)
+            w.text("function", i, sampled)
+            w.control(self.sep, i, sampled)
             arguments = checked_arguments(part, i)
-            w.text(part.name + "\n" + _FENCE_OPEN + arguments + _FENCE_CLOSE, i, True)
+            w.text(part.name + "\n" + _FENCE_OPEN + arguments + _FENCE_CLOSE, i, sampled)
         else:
             assert type(part) is UnparsedToolCallPart
-            self._raw_call(w, i, part.raw)
-        w.control(self.call_end, i, True)
+            self._raw_call(w, i, part.raw, sampled)
+        w.control(self.call_end, i, sampled)
 
     @property
     def extension_property(self) -> ExtensionProperty:

@@ -463,6 +463,13 @@ def _lcp(a: list[int], b: list[int]) -> int:
     return n
 
 
+def _sampled_from(ids: list[int], n: int, stop: int) -> list[float]:
+    """Weights trained from ``n`` through the first stop token: calls the V3 template writes
+    after an ``<｜end▁of▁sentence｜>`` of the same turn are never sampled (the model stops)."""
+    end = ids.index(stop, n) + 1 if stop in ids[n:] else len(ids)
+    return [0.0] * n + [1.0] * (end - n) + [0.0] * (len(ids) - end)
+
+
 def _v3_prefix_breaks(messages: list[dict[str, Any]], i: int) -> bool:
     """Documented: in template mode, a V3 tool-call turn does not extend the generation
     prompt when it follows tool outputs or an earlier tool-call turn."""
@@ -569,13 +576,12 @@ def test_last_assistant_weights_cover_exactly_the_sampled_tokens(
         assert example.tokens.tolist() == full
         weights = example.weights.tolist()
         if full[: len(prompt)] == prompt:
-            assert weights == [0.0] * len(prompt) + [1.0] * (len(full) - len(prompt)), param.id
+            assert weights == _sampled_from(full, len(prompt), r.eos), param.id
             continue
         breaks.append(param.id)
         if model_id == V3:
             # The turn's own tokens, starting where it departs from the prompt, are trained.
-            n = _lcp(full, prompt)
-            assert weights == [0.0] * n + [1.0] * (len(full) - n), param.id
+            assert weights == _sampled_from(full, _lcp(full, prompt), r.eos), param.id
         else:
             # Thinking mode: the template writes history as non-thinking turns; weights
             # are those of the non-thinking rendering.

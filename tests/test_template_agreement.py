@@ -20,9 +20,6 @@ tests use:
   * a Kimi-K2 assistant message with a ``name`` has it in its header, where the
     generation prompt says ``assistant``: the template renderer trains the header of such
     a history turn (``kimi_named_header``);
-  * DeepSeek-V3's template writes ``<｜end▁of▁sentence｜>`` after every call of a second
-    tool-call message: the template renderer trains a turn through its first stop token
-    (``v3_stop_inside_turn``);
 
 - parsing the sampled ids of every assistant turn (and of the first half of them) gives
   the identical result.
@@ -172,15 +169,6 @@ def _weight_difference(
                     headers |= set(range(k + 1, end + 1))
         if set(diff) <= headers and all(ours[k] == 1 for k in diff):
             return "kimi_named_header"
-    if v.id == "deepseek_v3" and diff:
-        # Each run of differing tokens: trained by the specialised renderer only, right
-        # after a stop token that ends the template renderer's trained turn.
-        eos = table.control_id("<｜end▁of▁sentence｜>")
-        starts = [k for k in diff if k - 1 not in diff]
-        if all(theirs[k] == 1 and ours[k] == 0 for k in diff) and all(
-            tokens[k - 1] == eos and ours[k - 1] == 1 for k in starts
-        ):
-            return "v3_stop_inside_turn"
     return ""
 
 
@@ -320,7 +308,6 @@ def test_documented_differences_occur_where_expected() -> None:
         "example: documented (prefix)",
         "example: documented (v31_history_think)",
         "example: documented (kimi_named_header)",
-        "example: documented (v3_stop_inside_turn)",
         "example: documented (trained reasoning)",
     ):
         assert kind in seen, kind
