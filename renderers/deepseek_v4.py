@@ -347,9 +347,17 @@ class DeepSeekV4Renderer(Renderer):
     def _parse_after_prompt(
         self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
     ) -> ParseResult:
-        # A completion starts inside reasoning exactly when its prompt ends "<think>".
-        opened = bool(prompt_ids) and prompt_ids[-1] == self.think
-        mode = "thinking" if opened else "chat"
+        # A completion starts inside reasoning exactly when its prompt ends "<think>", and
+        # outside after "</think>" (chat mode). A prompt with no assistant header (a system
+        # message after the last user message: the encoder writes none) is followed by the
+        # turn as the mode writes it, "</think>{text}" in thinking mode.
+        last = prompt_ids[-1] if len(prompt_ids) else None
+        if last == self.think:
+            mode = "thinking"
+        elif last == self.think_end:
+            mode = "chat"
+        else:
+            mode = self._with_options(self.options, options).thinking_mode
         return self.parse_response(completion_ids, **{**options, "thinking_mode": mode})
 
     def _close_turn(
