@@ -23,7 +23,11 @@ class SupervisedExample:
     messages for display: ``example.to_html()``, ``print(example.to_text())``, or just
     ``example`` in a notebook. ``message_indices`` (int32, when asked for with
     ``attribution=True``) holds the index of the message each token belongs to, -1 for
-    template text outside any message.
+    template text outside any message. ``turns`` are the indices of the assistant messages
+    it trains (each as the model samples it), ``num_messages`` how many messages of the
+    conversation it renders: all of them, or (from
+    :meth:`~renderers.Renderer.build_supervised_examples`) the conversation cut after its
+    last trained turn.
     """
 
     tokens: np.ndarray
@@ -32,6 +36,8 @@ class SupervisedExample:
     table: TokenTable | None = field(default=None, repr=False)
     message_indices: np.ndarray | None = field(default=None, repr=False)
     markers: MessageMarkers = field(default_factory=MessageMarkers, repr=False)
+    turns: tuple[int, ...] = ()
+    num_messages: int | None = None
 
     def __iter__(self) -> Iterator[np.ndarray]:
         yield self.tokens
@@ -46,7 +52,16 @@ class SupervisedExample:
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             SupervisedExample,
-            (self.tokens, self.weights, self.renderer, None, self.message_indices),
+            (
+                self.tokens,
+                self.weights,
+                self.renderer,
+                None,
+                self.message_indices,
+                MessageMarkers(),
+                self.turns,
+                self.num_messages,
+            ),
         )
 
     @property

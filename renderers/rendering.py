@@ -33,6 +33,7 @@ from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter
 from renderers.example import SupervisedExample
 from renderers.rollout import ExtensionProperty, Rollout
+from renderers.turn_examples import split_examples
 from renderers.view.model import MessageMarkers
 
 __all__ = [
@@ -168,7 +169,9 @@ class Renderer:
         those roles is trained). The untrained prefix of the first trained turn is its
         generation prompt (or this is a ``ValueError``, or the format's module docstring
         says when not), except for a turn a later user message follows: the conversation
-        is written whole, that turn and those before it in their history form. A trained
+        is written whole, that turn and those before it in their history form, which is
+        not what the model samples where the format's history does not extend
+        (:meth:`build_supervised_examples` trains every turn as sampled). A trained
         turn's reasoning the format cannot write is refused or dropped (option
         ``reasoning``); a token holding trained and untrained text is a ``ValueError``.
 
@@ -182,28 +185,121 @@ class Renderer:
         """
         msgs = coerce_messages(messages)
         self._check_roles(msgs)  # before train_on's checks: the caller's first mistake
-        selected = selected_messages(msgs, train_on, self.roles)
-        everything = selected is None
-        chosen = selected if selected is not None else [True] * len(msgs)
-        message_weights = [
-            m.weight if m.weight is not None else float(chosen[i]) for i, m in enumerate(msgs)
-        ]
-        if not everything and not any(message_weights):
-            raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")
+        weights, whole, outside = _message_weights(msgs, train_on, self.roles)
+        return self._example(
+            msgs,
+            tools,
+            weights,
+            whole,
+            outside,
+            train_end_of_turn=train_end_of_turn,
+            attribution=attribution,
+            options=options,
+        )
+
+    def build_supervised_examples(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        train_on: TrainOn | str | Collection[str] = TrainOn.LAST_ASSISTANT,
+        *,
+        train_end_of_turn: bool = True,
+        attribution: bool = False,
+        **options: Any,
+    ) -> list[SupervisedExample]:
+        """The examples that train every trained turn exactly as the model samples it, in
+        conversation order; arguments as :meth:`build_supervised_example`.
+
+        One example, :meth:`build_supervised_example`'s, when every trained assistant turn
+        is written in the whole conversation as the model samples it: its untrained prefix
+        is the turn's generation prompt and its trained tokens run to its stop token, as
+        in the conversation cut after the turn (the turn's *reference*). Where the format's
+        history does not extend (Qwen3's history turns lose the think block the prompt
+        ends with, reasoning the template drops before a later user message, Harmony's
+        ``<|end|>`` after an earlier answer, ...: :attr:`extension_property`), the
+        conversation becomes several examples: each turn in the longest conversation
+        (the whole one, or one cut after a turn) that writes it as its reference does, so
+        turns that extend together share an example, and a turn that extends into none
+        is its reference alone. Nothing is refused or dropped for being history; a turn
+        that cannot be trained even as the last one is refused as by the singular method.
+
+        Each trained turn is trained once: ``example.turns`` lists the turns of each
+        example and ``example.num_messages`` the messages it renders (a cut conversation
+        ends with its last turn). Other trained messages (other roles, a message's own
+        weight) and, with ``train_on="all"``, the template text are trained once, in the
+        example of the whole conversation.
+        """
+        msgs = coerce_messages(messages)
+        self._check_roles(msgs)
+        weights, whole, outside = _message_weights(msgs, train_on, self.roles)
+        turns = [i for i, w in enumerate(weights) if w and msgs[i].role == "assistant"]
+        others = outside > 0 or any(
+            w and msgs[i].role != "assistant" for i, w in enumerate(weights)
+        )
+
+        def build(cut: int, trained: Sequence[int], with_others: bool) -> SupervisedExample:
+            chosen = [
+                w if i in trained or (with_others and msgs[i].role != "assistant") else 0.0
+                for i, w in enumerate(weights[:cut])
+            ]
+            return self._example(
+                msgs[:cut],
+                tools,
+                chosen,
+                whole[:cut],
+                outside if with_others else 0.0,
+                train_end_of_turn=train_end_of_turn,
+                attribution=attribution,
+                options=options,
+            )
+
+        def rendered(cut: int) -> list[int]:
+            return self._rendered_ids(msgs[:cut], tools, options)
+
+        return split_examples(len(msgs), turns, others, build, rendered)
+
+    def _example(
+        self,
+        msgs: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        message_weights: Sequence[float],
+        whole: Sequence[bool],
+        outside: float,
+        *,
+        train_end_of_turn: bool,
+        attribution: bool,
+        options: Mapping[str, Any],
+    ) -> SupervisedExample:
+        """The example of ``msgs`` with each message's weight: on what the model samples of
+        it, or on all of its tokens where ``whole`` says so; ``outside`` on template text
+        outside any message."""
         trained = [i for i, weight in enumerate(message_weights) if weight]
         writer = self._write(msgs, tools, options, add_generation_prompt=False, trained=trained)
         pieces = writer.piece_weights(
-            message_weights,
-            [everything or m.role != "assistant" for m in msgs],
-            outside=1.0 if everything else 0.0,
-            end_token=train_end_of_turn,
+            message_weights, whole, outside=outside, end_token=train_end_of_turn
         )
         tokens, weights, indices = writer.ids_and_weights(
             pieces, attribution=attribution, loss_weights=True
         )
         return SupervisedExample(
-            tokens, weights, self.name, self.table, indices, markers=self.message_markers
+            tokens,
+            weights,
+            self.name,
+            self.table,
+            indices,
+            markers=self.message_markers,
+            turns=tuple(i for i in trained if msgs[i].role == "assistant"),
+            num_messages=len(msgs),
         )
+
+    def _rendered_ids(
+        self,
+        msgs: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> list[int]:
+        """The ids of ``msgs`` with nothing trained (no generation prompt)."""
+        return self._write(msgs, tools, options, add_generation_prompt=False).ids()
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt): a list, a 1-D
@@ -527,6 +623,22 @@ def selected_messages(
             f"(expected {', '.join(roles)})"
         )
     return [m.role in wanted for m in messages]
+
+
+def _message_weights(
+    msgs: list[Message], train_on: TrainOn | str | Collection[str], roles: Sequence[str]
+) -> tuple[list[float], list[bool], float]:
+    """Each message's weight under ``train_on`` (its own ``weight`` first), whether it is
+    trained whole (every message under ``"all"``, messages of other roles than assistant
+    otherwise), and the weight of template text outside any message."""
+    selected = selected_messages(msgs, train_on, roles)
+    everything = selected is None
+    chosen = selected if selected is not None else [True] * len(msgs)
+    weights = [m.weight if m.weight is not None else float(chosen[i]) for i, m in enumerate(msgs)]
+    if not everything and not any(weights):
+        raise ValueError(f"train_on={_train_on_label(train_on)}: no message is trained")
+    whole = [everything or m.role != "assistant" for m in msgs]
+    return weights, whole, 1.0 if everything else 0.0
 
 
 def _train_on_label(train_on: TrainOn | str | Collection[str]) -> str:

@@ -270,6 +270,55 @@ class TemplateRenderer(Renderer):
         structure (see the module docs). The template path trains by mode
         (:class:`~renderers.TrainOn`); roles, message weights, ``train_end_of_turn=False``
         and ``attribution`` need a specialised renderer (a ``ValueError`` says so)."""
+        msgs = self._template_mode(messages, train_on, train_end_of_turn, attribution)
+        chosen = self._with_options(self.options, options)
+        selected = selected_messages(msgs, train_on, self.roles)
+        if selected is None:  # train_on="all"
+            kwargs = chosen.kwargs
+            msgs, rendering, owners = self._without_lost_reasoning(
+                msgs, range(len(msgs)), tools, chosen
+            )
+            if msgs and msgs[-1].role == "assistant":
+                self._check_written(msgs, len(msgs) - 1, tools, kwargs, rendering, owners)
+            ids = rendering.writer(self.table).ids()
+            return SupervisedExample(
+                np.asarray(ids, dtype=np.int64),
+                np.ones(len(ids), np.float32),
+                self.name,
+                self.table,
+                num_messages=len(msgs),
+            )
+        trained = [i for i, chosen_turn in enumerate(selected) if chosen_turn]
+        return self._turns_example(msgs, tools, trained, chosen)
+
+    def build_supervised_examples(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        train_on: TrainOn | str | Collection[str] = TrainOn.LAST_ASSISTANT,
+        *,
+        train_end_of_turn: bool = True,
+        attribution: bool = False,
+        **options: Any,
+    ) -> list[SupervisedExample]:
+        """As :meth:`Renderer.build_supervised_examples`, by mode only (see
+        :meth:`build_supervised_example`); ``train_on="all"`` trains every token of the
+        whole conversation as one example (the template path has no turn to train alone
+        under it)."""
+        msgs = self._template_mode(messages, train_on, train_end_of_turn, attribution)
+        if train_on == TrainOn.ALL.value:
+            return [self.build_supervised_example(msgs, tools, train_on, **options)]
+        return super().build_supervised_examples(msgs, tools, train_on, **options)
+
+    def _template_mode(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        train_on: TrainOn | str | Collection[str],
+        train_end_of_turn: bool,
+        attribution: bool,
+    ) -> list[Message]:
+        """The messages, once the template path's limits are checked: modes only, no
+        message weights, every end token trained, no attribution."""
         if not isinstance(train_on, str):
             raise ValueError(
                 "train_on: the template renderer trains modes (last_assistant, last_turn, "
@@ -280,23 +329,55 @@ class TemplateRenderer(Renderer):
                 "the template renderer does not support train_end_of_turn=False or "
                 "attribution=True (a specialised renderer does)"
             )
-        chosen = self._with_options(self.options, options)
-        kwargs = chosen.kwargs
         msgs = coerce_messages(messages)
         if any(m.weight is not None for m in msgs):
             raise ValueError(
                 "the template renderer does not support per-message weights (weight, train "
                 "or trainable fields; a specialised renderer does)"
             )
-        selected = selected_messages(msgs, train_on, self.roles)
-        mode = TrainOn(train_on)
+        return msgs
+
+    def _example(
+        self,
+        msgs: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        message_weights: Sequence[float],
+        whole: Sequence[bool],
+        outside: float,
+        *,
+        train_end_of_turn: bool,
+        attribution: bool,
+        options: Mapping[str, Any],
+    ) -> SupervisedExample:
+        # What build_supervised_examples asks for: assistant turns, weight 1 (the modes'
+        # weights; _template_mode refused everything else).
+        trained = [i for i, weight in enumerate(message_weights) if weight]
+        assert outside == 0 and not any(whole[i] for i in trained)
+        return self._turns_example(msgs, tools, trained, self._with_options(self.options, options))
+
+    def _check_roles(self, msgs: Sequence[Message]) -> None:
+        """Any role: the template decides what it renders."""
+
+    def _rendered_ids(
+        self,
+        msgs: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> list[int]:
+        return self._ids(msgs, tools, self._with_options(self.options, options).kwargs, False)
+
+    def _without_lost_reasoning(
+        self,
+        msgs: list[Message],
+        trained: Iterable[int],
+        tools: Sequence[Mapping[str, Any]] | None,
+        chosen: TemplateOptions,
+    ) -> tuple[list[Message], Rendering, Owners | None]:
+        """The conversation's attributed rendering once the reasoning the template does
+        not write for the ``trained`` turns is refused, or dropped (``reasoning="drop"``)."""
+        kwargs = chosen.kwargs
         rendering, owners = self._attributed(msgs, tools, kwargs, False)
-        trained_turns = (
-            range(len(msgs))
-            if selected is None
-            else [i for i, chosen_turn in enumerate(selected) if chosen_turn]
-        )
-        lost = self._reasoning_lost(msgs, trained_turns, tools, kwargs, rendering, owners)
+        lost = self._reasoning_lost(msgs, trained, tools, kwargs, rendering, owners)
         if lost:
             if chosen.reasoning == "error":
                 raise reasoning_error(
@@ -309,18 +390,21 @@ class TemplateRenderer(Renderer):
                 for i, m in enumerate(msgs)
             ]
             rendering, owners = self._attributed(msgs, tools, kwargs, False)
-        if mode is TrainOn.ALL:
-            if msgs and msgs[-1].role == "assistant":
-                self._check_written(msgs, len(msgs) - 1, tools, kwargs, rendering, owners)
-            ids = rendering.writer(self.table).ids()
-            return SupervisedExample(
-                np.asarray(ids, dtype=np.int64),
-                np.ones(len(ids), np.float32),
-                self.name,
-                self.table,
-            )
-        assert selected is not None  # every mode but ALL selects messages
-        trained = [i for i, chosen in enumerate(selected) if chosen]
+        return msgs, rendering, owners
+
+    def _turns_example(
+        self,
+        msgs: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        trained: list[int],
+        chosen: TemplateOptions,
+    ) -> SupervisedExample:
+        """The example training the assistant turns ``trained``: each from its generation
+        prompt through its stop token."""
+        if not trained:
+            raise ValueError("train_on: no message is trained")
+        kwargs = chosen.kwargs
+        msgs, rendering, owners = self._without_lost_reasoning(msgs, trained, tools, chosen)
         tokens = np.asarray(rendering.writer(self.table).ids(), dtype=np.int64)
         ids = tokens.tolist()
         weights = np.zeros(len(ids), dtype=np.float32)
@@ -330,7 +414,14 @@ class TemplateRenderer(Renderer):
             weights[start:end] = 1.0
         if last == len(msgs) - 1:
             self._check_written(msgs, last, tools, kwargs, rendering, owners)
-        return SupervisedExample(tokens, weights, self.name, self.table)
+        return SupervisedExample(
+            tokens,
+            weights,
+            self.name,
+            self.table,
+            turns=tuple(trained),
+            num_messages=len(msgs),
+        )
 
     # -- the template ---------------------------------------------------------------------
 
