@@ -758,3 +758,157 @@ def test_each_file_is_read_in_the_shape_of_its_first_row_and_other_rows_say_thei
         "conversations: null (the row has no conversation)",
     ]
     assert pq.read_table(out).column("input_ids")[0].as_py() == _expected_ids(openai[0])
+
+
+# -- conversations split into one example per group of turns (issue 31) ---------------------
+
+
+def _no_reasoning(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            **row,
+            "messages": [
+                {k: v for k, v in m.items() if k != "reasoning_content"} for m in row["messages"]
+            ],
+        }
+        for row in rows
+    ]
+
+
+MULTI_TURN = [r for r in ROWS if sum(m["role"] == "user" for m in r["messages"]) > 1]
+NO_THINK_ROWS = _no_reasoning(MULTI_TURN)
+REASONING_TOOL_ROWS = [
+    r
+    for r in ROWS
+    if r["tools"]
+    and any(m.get("reasoning_content") for m in r["messages"])
+    and sum(m["role"] == "user" for m in r["messages"]) > 1
+]
+
+
+def test_the_rows_of_the_split_tests_are_multi_turn_with_reasoning_and_tools() -> None:
+    assert len(NO_THINK_ROWS) >= 8 and len(REASONING_TOOL_ROWS) >= 4
+
+
+@pytest.mark.parametrize(
+    ("label", "rows", "model", "options"),
+    [
+        ("qwen3 no-think multi-turn", NO_THINK_ROWS, MODEL, ["enable_thinking=false"]),
+        ("qwen3 reasoning and tools", REASONING_TOOL_ROWS, MODEL, []),
+        (
+            "gpt-oss reasoning and tools",
+            REASONING_TOOL_ROWS,
+            "openai/gpt-oss-20b",
+            ["date=2025-06-28"],
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_all_assistant_rejects_no_row_where_one_example_per_row_would(
+    label: str,
+    rows: list[dict[str, Any]],
+    model: str,
+    options: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every turn trained as sampled: the rows the format does not extend are written as
+    one example per group of turns (the renderer's build_supervised_examples, row for
+    row), counted in the summary and the statistics; --split-turns never refuses them."""
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, rows)
+    flags = [f for o in options for f in ("--option", o)]
+    out, stats = tmp_path / "out.parquet", tmp_path / "stats.json"
+    common = ["prepare", "--model", model, str(data), *flags, "--train-on", "all_assistant"]
+    assert main([*common, "-o", str(out), "--stats", str(stats)]) == 0
+    summary = json.loads(stats.read_text())
+    assert summary["rows_read"] == len(rows) and summary["rows_rejected"] == 0
+    assert summary["split_turns"] == "auto" and summary["rows_split"] > 0
+    table = pq.read_table(out)
+    assert (
+        summary["rows_written"]
+        == table.num_rows
+        == summary["split_examples"] + (len(rows) - summary["rows_split"])
+    )
+    assert (
+        f"split     {summary['rows_split']:,} rows into {summary['split_examples']:,} examples"
+        in capsys.readouterr().err
+    )
+    r = get_renderer(model)
+    r = get_renderer(model, **type(r).options_from_text(dict(o.split("=", 1) for o in options)))
+    expected_ids: list[Any] = []
+    expected_index: list[int] = []
+    expected_tokens: list[list[int]] = []
+    for k, row in enumerate(rows):
+        examples = r.build_supervised_examples(
+            row["messages"], row["tools"], train_on="all_assistant"
+        )
+        expected_ids += [k] * len(examples)
+        expected_index += list(range(len(examples)))
+        expected_tokens += [e.tokens.tolist() for e in examples]
+    assert table.column("row_id").to_pylist() == expected_ids
+    assert table.column("example_index").to_pylist() == expected_index
+    assert table.column("input_ids").to_pylist() == expected_tokens
+    # One example per row: the rows whose whole conversation the renderer refuses.
+    refused = []
+    for k, row in enumerate(rows):
+        try:
+            r.build_supervised_example(row["messages"], row["tools"], train_on="all_assistant")
+        except ValueError:
+            refused.append(k)
+    assert refused  # the issue's rejects
+    never = tmp_path / "never.parquet"
+    skip = ["--split-turns", "never", "--on-error", "skip", "--max-reject-fraction", "1"]
+    code = main([*common, "-o", str(never), *skip, "-q"])
+    rejects = (tmp_path / "never.rejects.jsonl").read_text().splitlines()
+    assert [json.loads(line)["row_id"] for line in rejects] == refused
+    assert code == (1 if len(refused) == len(rows) else 0)
+    if code == 0:
+        assert "example_index" not in pq.read_table(never).column_names
+
+
+def test_datasets_map_writes_each_example_of_a_split_row_under_its_row_id() -> None:
+    import datasets
+
+    rows = [_as_json_text(r) for r in NO_THINK_ROWS[:6]]
+    dataset = datasets.Dataset.from_list(rows)
+    mapper = ConversationMapper(
+        MODEL, train_on="all_assistant", renderer_options={"enable_thinking": False}
+    )
+    out = dataset.map(
+        mapper, batched=True, batch_size=4, with_indices=True, remove_columns=["messages", "tools"]
+    )
+    r = get_renderer(MODEL, enable_thinking=False)
+    expected = [
+        (k, j, e.tokens.tolist())
+        for k, row in enumerate(NO_THINK_ROWS[:6])
+        for j, e in enumerate(
+            r.build_supervised_examples(row["messages"], row["tools"], train_on="all_assistant")
+        )
+    ]
+    assert len(out) == len(expected) > len(rows)
+    assert list(zip(out["row_id"], out["example_index"], out["input_ids"], strict=True)) == [
+        tuple(e) for e in expected
+    ]
+    never = ConversationMapper(
+        MODEL,
+        train_on="all_assistant",
+        split_turns="never",
+        on_error="skip",
+        renderer_options={"enable_thinking": False},
+    )(dataset[:])
+    assert never.num_rows == len(rows) and "example_index" not in never.column_names
+    assert all("enable_thinking=False" in e for e in never.column("error").to_pylist())
+
+
+def test_packed_rows_say_which_example_of_which_row_they_hold(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, NO_THINK_ROWS[:4])
+    out = tmp_path / "out.parquet"
+    args = ["prepare", "--model", MODEL, str(data), "-o", str(out), "-q", "--pack", "32768"]
+    assert main([*args, "--option", "enable_thinking=false", "--train-on", "all_assistant"]) == 0
+    packed = pq.read_table(out).to_pylist()
+    row_ids = [i for row in packed for i in row["row_ids"]]
+    indices = [i for row in packed for i in row["example_indices"]]
+    pairs = list(zip(row_ids, indices, strict=True))
+    assert pairs == sorted(pairs) and len(set(row_ids)) == 4 and max(indices) >= 1

@@ -33,9 +33,10 @@ def add_parser(sub: Any) -> None:
         description="Render every conversation of INPUT (JSONL, JSON, Parquet, a folder of "
         "them, or a Hugging Face dataset; OpenAI messages, ShareGPT conversations or "
         "LLaMA-Factory messages, detected per file) with MODEL's chat format and write one "
-        "training row per conversation to OUTPUT (.parquet; .arrow, an Arrow IPC stream as "
-        "datasets writes it; .feather, an Arrow IPC file; or .jsonl): input_ids, labels (-100 "
-        "where untrained), loss_mask, num_tokens, num_trained_tokens, row_id. The output "
+        "training row per conversation (or per group of its turns, see --split-turns) to "
+        "OUTPUT (.parquet; .arrow, an Arrow IPC stream as datasets writes it; .feather, an "
+        "Arrow IPC file; or .jsonl): input_ids, labels (-100 where untrained), loss_mask, "
+        "num_tokens, num_trained_tokens, row_id, example_index. The output "
         "appears only when the run succeeds; a run that writes no row, or whose failed rows "
         "exceed --max-reject-fraction, fails (exit 1).",
         epilog="role names: "
@@ -52,6 +53,16 @@ def add_parser(sub: Any) -> None:
         default=TrainOn.LAST_ASSISTANT.value,
         help=f"{choices}, or comma-separated roles such as assistant,tool (default: "
         "last_assistant); a message's own weight/train field overrides it",
+    )
+    prepare.add_argument(
+        "--split-turns",
+        choices=("auto", "never"),
+        default="auto",
+        help="auto (default): a conversation whose trained turns the format does not write "
+        "as the model samples them in one example (history it writes otherwise than the "
+        "turn's generation prompt) becomes one row per group of turns, each the "
+        "conversation cut after its turns, with an example_index column; never: one row "
+        "per conversation, refused where a turn cannot be trained in it",
     )
     prepare.add_argument(
         "--no-train-end-of-turn",
@@ -244,6 +255,7 @@ def _config(args: argparse.Namespace) -> PrepareConfig:
             assistant_masks=args.assistant_masks,
             shifted=args.shifted,
             attribution=args.attribution,
+            split_turns=args.split_turns,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -302,7 +314,8 @@ def _progress_bar(tqdm: Any) -> Any:
 
 def summary(stats: PrepareStats) -> str:
     """The one-screen report of a run."""
-    lines = [f"renderers prepare: {stats.model}, train_on={stats.train_on}"]
+    split = "" if stats.split_turns == "auto" else f", split_turns={stats.split_turns}"
+    lines = [f"renderers prepare: {stats.model}, train_on={stats.train_on}{split}"]
     shapes = sorted(set(stats.shapes.values()))
     shown = f" ({', '.join(shapes)})" if shapes else ""
     lines.append(f"  input     {stats.input}: {stats.rows_read:,} rows{shown}")
@@ -326,6 +339,11 @@ def summary(stats: PrepareStats) -> str:
         where = f" -> {stats.rejects}" if stats.rejects else ""
         lines.append(
             f"  rejected  {stats.rows_rejected:,} rows" + (f" ({kinds})" if kinds else "") + where
+        )
+    if stats.rows_split:
+        lines.append(
+            f"  split     {stats.rows_split:,} rows into {stats.split_examples:,} examples "
+            "(turns the format does not extend; --split-turns never keeps one per row)"
         )
     share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
     lines.append(f"  tokens    {stats.tokens:,} (trained {stats.trained_tokens:,}, {share:.1%})")

@@ -10,14 +10,22 @@ Rows are read in the shape they are published in (OpenAI messages, ShareGPT
 conversations, LLaMA-Factory's v1 messages): :mod:`renderers.prepare.shapes`, also usable
 alone (:func:`read_conversation`, which needs neither pyarrow nor a tokenizer).
 
-Column layout (one row per conversation)
-----------------------------------------
-Every list column of a row has ``num_tokens`` entries, aligned with ``input_ids``.
+Column layout (one row per example)
+-----------------------------------
+A conversation is one row, or with ``split_turns="auto"`` (the default) several where
+its trained turns do not extend into one example
+(:meth:`~renderers.Renderer.build_supervised_examples`): one row per group of turns, the
+conversation cut after them, rows of a conversation adjacent and in order. Every list
+column of a row has ``num_tokens`` entries, aligned with ``input_ids``.
 
 ================================ ========================================================
 ``row_id``                       the input row's id: its ``id_column`` value, else its
                                  0-based position in the input (int64; null when a
-                                 runner gives neither)
+                                 runner gives neither); the same on every row of a split
+                                 conversation
+``example_index``                int32: the row's place among the examples of its
+                                 conversation (0 for a conversation kept whole; absent
+                                 with ``split_turns="never"``)
 ``input_ids``                    list<int32>: the tokens, exactly as the official chat
                                  template renders the conversation
 ``labels``                       list<int32>: the token where trained, -100 elsewhere;
@@ -53,7 +61,8 @@ A conversation's first token is never a target (nothing precedes it): its label 
 Packed rows (``--pack LENGTH``, :func:`pack_table`)
 ---------------------------------------------------
 Consecutive rows joined, in input order, into rows of at most LENGTH tokens:
-``row_ids`` (list of the packed rows' ``row_id``), the list columns above concatenated,
+``row_ids`` (list of the packed rows' ``row_id``), ``example_indices`` (their
+``example_index``), the list columns above concatenated,
 ``position_ids`` (list<int32>, restarting at 0 at each conversation), ``seq_lens``
 (list<int32>, each conversation's length, summing to ``num_tokens``), ``num_tokens`` and
 ``num_trained_tokens`` (sums). No label crosses a conversation boundary: each

@@ -60,12 +60,15 @@ class PrepareStats:
     overflow: str
     pack_length: int | None
     num_proc: int
+    split_turns: str = "auto"
     rows_read: int = 0
-    rows_written: int = 0
+    rows_written: int = 0  # one per example: a split row writes several
     rows_rejected: int = 0
     rows_dropped_too_long: int = 0
     rows_truncated: int = 0
     rows_without_trained_tokens: int = 0
+    rows_split: int = 0  # rows written as several examples (split_turns="auto")
+    split_examples: int = 0  # the examples those rows became
     packed_rows: int | None = None
     tokens: int = 0
     trained_tokens: int = 0
@@ -124,6 +127,7 @@ def run_prepare(
         overflow=config.overflow,
         pack_length=pack_length,
         num_proc=num_proc,
+        split_turns=config.split_turns,
     )
     if pack_length is not None:
         stats.packed_rows = 0
@@ -146,9 +150,10 @@ def run_prepare(
         size = batch_size or default_batch_size(num_proc)
         for table, rss in _mapped(source, mapper, num_proc, size, detect):
             stats.peak_worker_rss_mib = max(stats.peak_worker_rss_mib, rss)
+            read = stats.rows_read
             good = _account(table, stats, reject_file, describe)
             if bar is not None:
-                bar.update(table.num_rows)
+                bar.update(stats.rows_read - read)
             if packer is None:
                 writer.write(good)
                 continue
@@ -204,7 +209,14 @@ def _account(
 ) -> Any:
     """Count a mapped table, list its rejected rows, return its good rows."""
     errors = table.column("error")
-    stats.rows_read += table.num_rows
+    if "example_index" in table.column_names:  # a row split into examples: several rows
+        index = table.column("example_index")
+        stats.rows_read += pc.sum(pc.equal(index, 0)).as_py() or 0
+        split = pc.sum(pc.equal(index, 1)).as_py() or 0
+        stats.rows_split += split
+        stats.split_examples += split + (pc.sum(pc.greater(index, 0)).as_py() or 0)
+    else:
+        stats.rows_read += table.num_rows
     failed = pc.is_valid(errors)
     n_failed = pc.sum(failed).as_py() or 0
     if n_failed:

@@ -31,6 +31,7 @@ except ImportError:  # the data extra
 
 from renderers.core.loading import TokenizerUnavailableError
 from renderers.core.tools import without_nulls
+from renderers.example import SupervisedExample
 from renderers.prepare.shapes import (
     SHAPES,
     Conversation,
@@ -59,6 +60,7 @@ IGNORE_INDEX = -100
 Overflow = Literal["error", "drop", "truncate"]
 OnError = Literal["raise", "skip"]
 ArrowStructs = Literal["refuse", "accept"]
+SplitTurns = Literal["auto", "never"]
 
 
 def missing_extra(module: str, extra: str = "data") -> ImportError:
@@ -125,6 +127,12 @@ class PrepareConfig:
     stacks that do not shift labels themselves)."""
     attribution: bool = False
     """Add ``message_indices``: the message each token belongs to (-1 outside any)."""
+    split_turns: SplitTurns = "auto"
+    """``auto``: a conversation whose trained turns the format does not write as the model
+    samples them in one example becomes several rows, one per group of turns
+    (:meth:`~renderers.Renderer.build_supervised_examples`), with an ``example_index``
+    column; ``never``: one row per conversation
+    (:meth:`~renderers.Renderer.build_supervised_example`, with its refusals)."""
 
     def __post_init__(self) -> None:
         if self.overflow not in ("error", "drop", "truncate"):
@@ -135,6 +143,8 @@ class PrepareConfig:
             raise ValueError(
                 f"arrow_structs: expected refuse or accept, got {self.arrow_structs!r}"
             )
+        if self.split_turns not in ("auto", "never"):
+            raise ValueError(f"split_turns: expected auto or never, got {self.split_turns!r}")
         if self.shape != "auto" and self.shape not in SHAPES:
             raise ValueError(f"shape: expected auto, {', '.join(SHAPES)}, got {self.shape!r}")
         if isinstance(self.roles, Mapping):
@@ -308,14 +318,15 @@ class ConversationMapper:
         error = RowError(row_id, message)
         if self.config.on_error == "raise":
             raise error
-        return error, None
+        return error, ()
 
     # -- one row ------------------------------------------------------------------------
 
     def row(
         self, row_id: Any, record: Mapping[str, Any], from_arrow: bool, shape: str | None = None
     ) -> RowResult:
-        """One conversation's tokens, or the error that skips it (raised with
+        """One conversation's examples (one, or one per group of turns with
+        ``split_turns="auto"``), or the error that skips it (raised with
         ``on_error="raise"``). ``record`` is the row's columns; ``shape`` the shape it is
         read as (``None``: its own)."""
         conversation: Conversation | None = None
@@ -333,7 +344,7 @@ class ConversationMapper:
         except RowError as dropped:
             if self.config.on_error == "raise" and not dropped.reason.startswith(_DROPPED):
                 raise
-            return dropped, None
+            return dropped, ()
         except (ValueError, TypeError) as exc:
             text = str(exc)
             match = _MESSAGE_INDEX.match(text)
@@ -345,18 +356,28 @@ class ConversationMapper:
             failed = RowError(row_id, text, index)
             if self.config.on_error == "raise":
                 raise failed from None
-            return failed, None
+            return failed, ()
 
-    def _tokenize(self, row_id: Any, conversation: Conversation) -> _Row:
+    def _tokenize(self, row_id: Any, conversation: Conversation) -> tuple[_Row, ...]:
         config = self.config
         messages, tools = conversation.messages, conversation.tools
-        example = self.renderer.build_supervised_example(
+        train_on = config.train_on if isinstance(config.train_on, str) else set(config.train_on)
+        build = (
+            self.renderer.build_supervised_examples
+            if config.split_turns == "auto"
+            else _one_example(self.renderer)
+        )
+        examples = build(
             messages,
             tools,
-            train_on=config.train_on if isinstance(config.train_on, str) else set(config.train_on),
+            train_on=train_on,
             train_end_of_turn=config.train_end_of_turn,
             attribution=config.attribution,
         )
+        return tuple(self._row_of(row_id, example) for example in examples)
+
+    def _row_of(self, row_id: Any, example: SupervisedExample) -> _Row:
+        config = self.config
         tokens, weights = example.tokens, example.weights
         indices = example.message_indices
         if config.max_length is not None and len(tokens) > config.max_length:
@@ -380,11 +401,21 @@ class ConversationMapper:
 
     # -- columns ------------------------------------------------------------------------
 
-    def table(self, row_ids: list[Any], built: list[RowResult]) -> pa.Table:
-        """The columns of rows made by :meth:`row` (an error row has no tokens)."""
+    def table(self, source_ids: list[Any], built: list[RowResult]) -> pa.Table:
+        """The columns of rows made by :meth:`row`: one row per example (an error row has
+        no tokens), each with the id of the row it comes from."""
         config = self.config
         empty = _Row(_NO_IDS, _NO_WEIGHTS, _NO_INDICES if config.attribution else None, 0)
-        rows = [row if row is not None else empty for _, row in built]
+        row_ids: list[Any] = []
+        example_index: list[int] = []
+        rows: list[_Row] = []
+        errors: list[RowError | None] = []
+        for row_id, (error, examples) in zip(source_ids, built, strict=True):
+            for k, example in enumerate(examples or (empty,)):
+                row_ids.append(row_id)
+                example_index.append(k)
+                rows.append(example)
+                errors.append(error)
         lengths = np.fromiter((len(r.tokens) for r in rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
@@ -404,10 +435,12 @@ class ConversationMapper:
             "row_id": pa.array(row_ids)
             if any(r is not None for r in row_ids)
             else pa.nulls(len(row_ids), pa.int64()),
-            "input_ids": lists(tokens),
-            "labels": lists(labels),
-            "loss_mask": lists(mask),
         }
+        if config.split_turns == "auto":
+            columns["example_index"] = pa.array(example_index, pa.int32())
+        columns.update(
+            {"input_ids": lists(tokens), "labels": lists(labels), "loss_mask": lists(mask)}
+        )
         if config.weights:
             columns["weights"] = lists(weights.astype(np.float32))
         if config.assistant_masks:
@@ -431,11 +464,9 @@ class ConversationMapper:
             columns["untruncated_num_tokens"] = pa.array(
                 np.fromiter((r.full_length for r in rows), dtype=np.int32, count=len(rows))
             )
-        columns["error"] = pa.array(
-            [None if e is None else e.reason for e, _ in built], pa.string()
-        )
+        columns["error"] = pa.array([None if e is None else e.reason for e in errors], pa.string())
         columns["error_message_index"] = pa.array(
-            [None if e is None else e.message_index for e, _ in built], pa.int32()
+            [None if e is None else e.message_index for e in errors], pa.int32()
         )
         return pa.table(columns)
 
@@ -515,7 +546,18 @@ class _Row:
     full_length: int
 
 
-RowResult = tuple[RowError | None, _Row | None]
+RowResult = tuple[RowError | None, tuple[_Row, ...]]
+"""A source row's error (``None`` when it made examples) and its examples (none on error)."""
+
+
+def _one_example(renderer: Renderer) -> Callable[..., list[SupervisedExample]]:
+    """``build_supervised_example`` returning a list (``split_turns="never"``)."""
+
+    def build(*args: Any, **kwargs: Any) -> list[SupervisedExample]:
+        return [renderer.build_supervised_example(*args, **kwargs)]
+
+    return build
+
 
 _NO_IDS = np.zeros(0, dtype=np.int32)
 _NO_WEIGHTS = np.zeros(0, dtype=np.float32)

@@ -108,6 +108,10 @@ def _packed(table: Any, groups: np.ndarray) -> Any:
     columns: dict[str, Any] = {
         "row_ids": pa.ListArray.from_arrays(row_offsets_pa, table.column("row_id").combine_chunks())
     }
+    if "example_index" in table.column_names:
+        columns["example_indices"] = pa.ListArray.from_arrays(
+            row_offsets_pa, table.column("example_index").combine_chunks()
+        )
     for name in TOKEN_COLUMNS:
         if name in table.column_names:
             values = table.column(name).combine_chunks().flatten()
