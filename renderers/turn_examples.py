@@ -15,6 +15,14 @@ it, else each turn in the longest conversation (the whole one, or one cut after 
 that writes it as its reference does. Comparing with the reference, rather than asking a
 format when it extends, makes the rule the same for every format, the template-driven
 one included, and exact by construction.
+
+Compared with tinker-cookbook's ``Renderer.build_supervised_examples`` (v0.5.5, commit
+9dfcc3a2, ``tinker_cookbook/renderers/base.py``): there a renderer-wide flag
+(``has_extension_property``) decides, and without it every trained assistant message
+becomes its own example (the conversation cut after it); modes that train other roles
+raise ``NotImplementedError``. Here the decision is per conversation and per turn, turns
+that extend together share an example (fewer repeated prefixes), and other trained
+messages are trained once, in the whole conversation's example.
 """
 
 from __future__ import annotations
