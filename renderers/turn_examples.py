@@ -118,6 +118,8 @@ def _group(
             return example, candidates
     ids = np.asarray(rendered(cut), dtype=np.int64)
     group = [t for t in candidates if t == cut - 1 or _written_as(ids, reference(t))]
+    if group == [cut - 1] and not with_others:
+        return reference(cut - 1), group
     if group != candidates or not try_all:
         example = _built(build, cut, group, with_others) if group or with_others else None
         if example is not None and all(trains_as(example, reference(t)) for t in group):
