@@ -226,7 +226,10 @@ def test_rows_read_back_from_parquet_render_like_their_json(reader: str, tmp_pat
     # rows' keys never conflict, so rendered as stored, without the nulls, they are exact.
     with pytest.raises(ValueError, match="come back from Arrow structs"):
         ConversationMapper("Qwen/Qwen3-8B", train_on="all_assistant")(batch)
-    mapper = ConversationMapper("Qwen/Qwen3-8B", train_on="all_assistant", arrow_structs="accept")
+    # One row per conversation (not one per turn), to compare with the whole rendering.
+    mapper = ConversationMapper(
+        "Qwen/Qwen3-8B", train_on="all_assistant", arrow_structs="accept", split_turns="never"
+    )
     table = mapper(batch)
     tok = tokenizer_for("Qwen/Qwen3-8B")
     for k, row in enumerate(ROWS):
