@@ -700,6 +700,11 @@ def test_advice_in_errors_is_spelt_as_command_line_options(
     err = capsys.readouterr().err
     assert "--option reasoning=drop" in err and "reasoning='drop'" not in err
     assert "--option enable_thinking=false" in err
+    # Rows skipped: the run's error quotes the first one, spelt for the command line once.
+    skip = ["--on-error", "skip", "--max-reject-fraction", "1"]
+    assert main(["prepare", "--model", MODEL, str(data), "-o", str(out), *options, *skip]) == 1
+    err = capsys.readouterr().err
+    assert "--option reasoning=drop" in err and "--option --option" not in err
 
 
 def test_feather_output_is_an_arrow_file_and_arrow_output_a_stream_as_the_summary_says(

@@ -199,7 +199,11 @@ _VALUE = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|True|False|None|-?\d+(?:\.\d+
 @functools.cache
 def _advice_pattern() -> re.Pattern[str]:
     names = sorted({*_renderer_option_names(), *_CONFIG_FLAGS}, key=len, reverse=True)
-    return re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")=" + _VALUE)
+    # Not after "--option " (advice spelt once already: a rejected row's error is spelt
+    # for the rejects file, then again in the run's error naming it).
+    return re.compile(
+        r"(?<![\w.-])(?<!--option )(" + "|".join(map(re.escape, names)) + r")=" + _VALUE
+    )
 
 
 def _renderer_option_names() -> set[str]:
