@@ -123,6 +123,7 @@ class KimiK25Renderer(_KimiK2Base):
             default=-1,
         )
         self._tool_declaration(w, tools, options)
+        ids = _CallIds(self, numbered=False)  # calls write their own ids (_calls)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -152,7 +153,7 @@ class KimiK25Renderer(_KimiK2Base):
                     w.text(parts[0].text, i, True)
                     parts = parts[1:]
                 w.control(self.think_end, i, options.thinking)
-                self._body(w, parts, i, _CallIds())
+                self._body(w, parts, i, ids)
                 w.control(self.im_end, i, True)
                 continue
             if m.role == "tool":
@@ -179,9 +180,7 @@ class KimiK25Renderer(_KimiK2Base):
                 return declaration
         return _json_declaration(tools, (",", ":"))
 
-    def _calls(
-        self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds, per_message: bool
-    ) -> None:
+    def _calls(self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds) -> None:
         """One tool-call section holding ``calls``, each with the caller's id."""
         w.control(self.section_begin, i, True)
         for part in calls:
