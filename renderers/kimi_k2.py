@@ -314,7 +314,7 @@ class _KimiK2Base(Renderer):
         for part in calls:
             w.control(self.call_begin, i, True)
             if type(part) is ToolCallPart:
-                w.text(ids.call(part, i), i, True)
+                w.text(ids.call(part, i, w.trains(i)), i, True)
                 w.control(self.argument_begin, i, True)
                 w.text(checked_arguments(part, i), i, True)
             else:
@@ -543,8 +543,9 @@ class _CallIds:
     def new_message(self) -> None:
         self.in_message = 0
 
-    def call(self, part: ToolCallPart, i: int) -> str:
-        """The id written for the call ``part`` of message ``i``."""
+    def call(self, part: ToolCallPart, i: int, trained: bool) -> str:
+        """The id written for the call ``part`` of message ``i`` (``trained``: a trained
+        turn, whose calls must name their function)."""
         per_message = self.renderer._per_message_ids
         if per_message or self.numbered:
             index = self.in_message if per_message else self.count
@@ -559,6 +560,13 @@ class _CallIds:
             call_id = part.id
             match = _KIMI_ID.match(call_id)
             if match is None or match.group(1) != part.name:
+                if trained and tool_name_from_id(call_id) != part.name:
+                    raise ValueError(
+                        f"messages[{i}]: {self.renderer.name} writes a tool call's id, not its "
+                        f"name, and the id {call_id!r} of this trained call to {part.name!r} "
+                        "does not name it: the model would learn a call to no function (give "
+                        "ids functions.NAME:IDX, or pass call_ids='numbered')"
+                    )
                 self._foreign(call_id, i)
         self._count(part.id, call_id)
         return call_id

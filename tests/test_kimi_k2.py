@@ -46,7 +46,7 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.parsing import ParseResult, PartFinished, Termination, TextDelta
-from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer
+from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, tool_name_from_id
 from tests.corpus import (
     CORPUS,
     LONG_TEXT,
@@ -70,9 +70,7 @@ THINK, THINK_END = 163606, 163607
 
 FOREIGN_IDS = r"tool-call ids not of the form functions\.NAME:IDX"
 """The warning for ids Kimi models were not trained on (the corpus uses OpenAI-style ids:
-its parity tests ignore it; tests of the warning are below)."""
-
-pytestmark = pytest.mark.filterwarnings("ignore:.*tool-call ids not of the form:UserWarning")
+pyproject.toml's pytest settings ignore it; the tests of the warning record it)."""
 
 
 # -- the oracle ---------------------------------------------------------------------------
@@ -87,7 +85,8 @@ def numbered_ids(messages: list[dict[str, Any]], *, per_message: bool) -> list[d
     """``messages`` with the ids ``call_ids="numbered"`` documents: every call
     ``functions.NAME:IDX`` (IDX counting the conversation's calls, or the message's:
     ``per_message``), every tool result the id of the call it answers (the latest call
-    with its ``tool_call_id``; without one, the oldest call not yet answered)."""
+    with its ``tool_call_id``; without one, the oldest call not yet answered). An id that
+    names no call is kept (the option refuses it: tested on its own)."""
     out = copy.deepcopy(messages)
     count = 0
     written: dict[str, str] = {}
@@ -103,7 +102,7 @@ def numbered_ids(messages: list[dict[str, Any]], *, per_message: bool) -> list[d
                 tc["id"] = new
         elif m["role"] == "tool":
             given = m.get("tool_call_id")
-            new = written[given] if given is not None else unanswered[0]
+            new = written.get(given, given) if given is not None else unanswered[0]
             if new in unanswered:
                 unanswered.remove(new)
             m["tool_call_id"] = new
@@ -525,8 +524,20 @@ def _is_plain_answer(m: dict[str, Any]) -> bool:
     return m["role"] == "assistant" and not m.get("tool_calls")
 
 
+def _nameless_call(m: dict[str, Any]) -> bool:
+    """An assistant message with a call whose id does not name its function (the parser
+    could not read the name back from the tokens)."""
+    return any(
+        tool_name_from_id(tc["id"]) != tc["function"]["name"] for tc in m.get("tool_calls") or []
+    )
+
+
 def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
     """The messages of ``conv`` as ``variant`` trains on them.
+
+    K2-Thinking with the caller's ids writes a call's id, not its name: training on a call
+    whose id does not name its function is refused (asserted here, naming the message);
+    the conversation is then given with Kimi's ids (:func:`numbered_ids`).
 
     With K2-Thinking's default options, when the last message is a plain answer (so the
     conversation's last one) with reasoning, the renderer refuses the conversation
@@ -534,6 +545,14 @@ def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
     its reasoning, and the template renders the same text with and without it (asserted).
     """
     messages = conv.messages
+    if variant.thinking and not variant.numbered:
+        nameless = [k for k, m in enumerate(messages) if _nameless_call(m)]
+        if nameless:
+            with pytest.raises(ValueError, match=rf"^messages\[{nameless[0]}\]: {NAMELESS}"):
+                variant.renderer.build_supervised_example(
+                    messages, conv.tools, train_on="all", reasoning="drop"
+                )
+            messages = numbered_ids(messages, per_message=False)
     i = len(messages) - 1
     last = messages[i]
     if not variant.thinking or dict(variant.options).get("keep_last_reasoning"):
@@ -557,6 +576,9 @@ def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
     return stripped
 
 
+NAMELESS = r"kimi_k2_thinking writes a tool call's id, not its name, and the id '[^']*' of this "
+
+
 def conversations(variant: Variant) -> list[Conversation]:
     """The shared corpus (minus control-token spellings, tested on their own) plus the
     Kimi-specific conversations, without reasoning for K2-Instruct. K2-Instruct's template
@@ -569,6 +591,14 @@ def conversations(variant: Variant) -> list[Conversation]:
         out = [without_reasoning(c) for c in out]
     if variant.numbered:
         out = [c for c in out if "unanswered_result" not in c.tags]
+    return out
+
+
+def with_kimi_ids(conv: Conversation) -> Conversation:
+    """``conv`` with the ids Kimi models sample (:func:`numbered_ids`), which
+    K2-Thinking can train on."""
+    out = conv.copy()
+    out.messages = numbered_ids(conv.messages, per_message=False)
     return out
 
 
@@ -617,8 +647,8 @@ def test_generation_prompt_matches_template(variant: Variant, conv: Conversation
 
 @pytest.mark.parametrize(("variant", "conv"), cases())
 def test_supervised_tokens_match_template(variant: Variant, conv: Conversation) -> None:
-    expected = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
     messages = trainable(variant, conv)
+    expected = variant.template_ids(messages, conv.tools, add_generation_prompt=False)
     modes = ["all", "all_assistant", "last_assistant"] if _has_assistant(conv) else ["all"]
     for mode in modes:
         # Trained turns whose reasoning the template drops: refused, then built with
@@ -645,10 +675,10 @@ def _assistant_spans(ids: list[int]) -> list[tuple[int, int]]:
 def test_weights_are_one_exactly_on_sampled_assistant_tokens(
     variant: Variant, conv: Conversation
 ) -> None:
-    ids = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
+    messages = trainable(variant, conv)
+    ids = variant.template_ids(messages, conv.tools, add_generation_prompt=False)
     spans = _assistant_spans(ids)
     assert len(spans) == sum(m["role"] == "assistant" for m in conv.messages)
-    messages = trainable(variant, conv)
     for mode, chosen in (("all_assistant", spans), ("last_assistant", spans[-1:])):
         expected = np.zeros(len(ids), dtype=np.float32)
         for start, end in chosen:
@@ -684,19 +714,19 @@ PREFIX_VARIANTS = [K2, K2_NUMBERED, K2_THINKING_KEEP]
 def test_untrained_prefix_is_the_generation_prompt(variant: Variant, conv: Conversation) -> None:
     """Training on the last assistant message: everything before it is the generation
     prompt the model saw (the template's own, by parity), with weight 0."""
+    messages = trainable(variant, conv)
     k = _last_assistant(conv)
-    prompt = variant.template_ids(conv.messages[:k], conv.tools, add_generation_prompt=True)
-    assert variant.renderer.build_generation_prompt(conv.messages[:k], tools=conv.tools) == prompt
-    example = variant.renderer.build_supervised_example(conv.messages, tools=conv.tools)
+    prompt = variant.template_ids(messages[:k], conv.tools, add_generation_prompt=True)
+    assert variant.renderer.build_generation_prompt(messages[:k], tools=conv.tools) == prompt
+    example = variant.renderer.build_supervised_example(messages, tools=conv.tools)
     assert example.tokens[: len(prompt)].tolist() == prompt
     assert not example.weights[: len(prompt)].any()
     assert example.weights[len(prompt)] == 1
 
 
-def _expected_sampled_tail(conv: Conversation) -> str:
+def _expected_sampled_tail(last: dict[str, Any]) -> str:
     """The last assistant message as the K2-Thinking template's "suffix" branch writes it
     (``<think>{reasoning}</think>{content}{calls}<|im_end|>``), calls with their ids."""
-    last = conv.messages[-1]
     content = last.get("content") or ""
     if not isinstance(content, str):
         content = "".join(p.get("text", "") for p in content)
@@ -724,9 +754,12 @@ def _expected_sampled_tail(conv: Conversation) -> str:
 )
 def test_keep_last_reasoning_renders_the_turn_as_sampled(conv: Conversation) -> None:
     renderer = K2_THINKING_KEEP.renderer
-    prompt = K2_THINKING.template_ids(conv.messages[:-1], conv.tools, add_generation_prompt=True)
-    tail = tokenizer(THINKING).encode(_expected_sampled_tail(conv), add_special_tokens=False)
-    example = renderer.build_supervised_example(conv.messages, tools=conv.tools)
+    messages = trainable(K2_THINKING_KEEP, conv)
+    prompt = K2_THINKING.template_ids(messages[:-1], conv.tools, add_generation_prompt=True)
+    tail = tokenizer(THINKING).encode(
+        _expected_sampled_tail(messages[-1]), add_special_tokens=False
+    )
+    example = renderer.build_supervised_example(messages, tools=conv.tools)
     assert example.tokens.tolist() == prompt + tail
     assert example.weights.tolist() == [0.0] * len(prompt) + [1.0] * len(tail)
 
@@ -1064,6 +1097,49 @@ def test_foreign_ids_are_written_as_given_with_one_warning() -> None:
     assert len(_foreign_warnings(lambda: r.build_generation_prompt(wrong_name, TOOLS))) == 1
 
 
+def test_a_trained_call_whose_id_does_not_name_its_function_is_an_error() -> None:
+    """K2-Thinking writes a call's id and never its name: a trained call whose id does not
+    name its function would teach a call to no function, so it is refused naming the
+    message and the option; as history it is written as given (with the warning). An id
+    the name can be read from (``functions.NAME`` without ``:IDX``) is trained."""
+    user = {"role": "user", "content": "Weather?"}
+    r = KimiK2ThinkingRenderer(tokenizer(THINKING))
+    for call_id, trains in (
+        ("call_1", False),
+        ("get_weather_x", False),
+        ("functions.get_weather", True),
+    ):
+        messages = [
+            user,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call("get_weather", {"c": 1}, call_id)],
+            },
+        ]
+        expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
+        assert (
+            f"<|tool_call_begin|>{call_id}<|tool_call_argument_begin|>"
+            in K2_THINKING.template_text(messages, TOOLS, False)
+        )
+        if trains:
+            assert r.build_supervised_example(messages, TOOLS).tokens.tolist() == expected
+        else:
+            message = (
+                f"messages[1]: kimi_k2_thinking writes a tool call's id, not its name, and the id "
+                f"{call_id!r} of this trained call to 'get_weather' does not name it: the model "
+                "would learn a call to no function (give ids functions.NAME:IDX, or pass "
+                "call_ids='numbered')"
+            )
+            with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+                r.build_supervised_example(messages, TOOLS)
+            numbered = K2_THINKING_NUMBERED.renderer.build_supervised_example(messages, TOOLS)
+            assert "functions.get_weather:0" in r.decode(numbered.tokens.tolist())
+        later = [*messages, result(call_id, "sun"), {"role": "assistant", "content": "Sun."}]
+        example = r.build_supervised_example(later, TOOLS)
+        assert example.tokens.tolist() == K2_THINKING.template_ids(later, TOOLS, False)
+
+
 # -- control-token spellings in message text ----------------------------------------------
 
 
@@ -1111,11 +1187,7 @@ ROUND_TRIP_VARIANTS = [K2, K2_THINKING_KEEP, K2_THINKING_KEEP_NUMBERED]
 def _round_trip_conversation(variant: Variant, conv: Conversation) -> Conversation:
     """K2-Thinking with the caller's ids: the conversation with Kimi's ids (the parser
     reads a call's name from its id, and a foreign id names no function)."""
-    if variant is not K2_THINKING_KEEP or "unanswered_result" in conv.tags:
-        return conv
-    out = conv.copy()
-    out.messages = numbered_ids(conv.messages, per_message=False)
-    return out
+    return with_kimi_ids(conv) if variant is K2_THINKING_KEEP else conv
 
 
 def _expected_parts(variant: Variant, conv: Conversation) -> list[Part]:

@@ -404,32 +404,51 @@ def test_kimi_tool_turn_continues_like_the_template(variant_id: str) -> None:
     )
 
 
-def test_kimi_call_ids_keep_counting_without_the_conversation() -> None:
-    """Stateless, the renderer reads how many calls the prompt holds: the tool result is
-    answered as ``functions.NAME:IDX`` with the conversation-wide index, as the template."""
-    from tests.test_kimi_k2 import K2
+@pytest.mark.parametrize(
+    "variant_id", ["instruct", "thinking", "instruct_numbered", "thinking_numbered"]
+)
+def test_kimi_call_ids_continue_without_the_conversation(variant_id: str) -> None:
+    """Stateless, the renderer infers what its ids need from the prompt: numbered ids count
+    the calls the prompt holds (K2-Thinking's sampled call is the third of the
+    conversation), the caller's ids need nothing. The tool result is headed as with the
+    whole conversation, and as the template heads it. (Arguments as dicts: K2-Instruct's
+    template JSON-quotes a string again.)"""
+    from tests.test_kimi_k2 import VARIANTS
 
-    r = K2.renderer
-    earlier = {
-        "id": "c",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
-    }
+    variant = next(v for v in VARIANTS if v.id == variant_id)
+    r = variant.renderer
+    earlier = [
+        {
+            "id": f"functions.get_weather:{k}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+        }
+        for k in range(2)
+    ]
     history = [
         *START,
-        {"role": "assistant", "content": "", "tool_calls": [earlier, earlier]},
-        {"role": "tool", "tool_call_id": "c", "content": "cold"},
-        {"role": "tool", "tool_call_id": "c", "content": "cold"},
+        {"role": "assistant", "content": "", "tool_calls": earlier},
+        {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "cold"},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "cold"},
         {"role": "user", "content": "And Paris?"},
     ]
     prompt = r.build_generation_prompt(history, tools=TOOLS)
-    assert prompt == K2.template_ids(history, TOOLS, True)
-    completion = harmony(r, KIMI_CALL.format(idx=2))
+    assert prompt == variant.template_ids(history, TOOLS, True)
+    opening = "<think></think>" if variant.thinking else ""
+    completion = harmony(r, opening + KIMI_CALL.format(idx=2))
     tool = {"role": "tool", "tool_call_id": "functions.get_weather:2", "content": "21C"}
     got = r.next_turn_prompt(prompt, completion, [tool], TOOLS)
-    assert "## Return of functions.get_weather:2\n21C" in r.decode(got[len(prompt) :])
-    with_history = r.next_turn_prompt(prompt, completion, [tool], TOOLS, messages=history)
-    assert got == with_history
+    assert got == r.next_turn_prompt(prompt, completion, [tool], TOOLS, messages=history)
+    sampled = {**earlier[0], "id": "functions.get_weather:2"}
+    sampled["function"] = {**sampled["function"], "arguments": {"city": "Paris"}}
+    full = [*history, {"role": "assistant", "content": "", "tool_calls": [sampled]}, tool]
+    result = variant.template_text(full, TOOLS, True).rsplit("<|im_system|>", 1)[1]
+    assert r.decode(got[len(prompt) + len(completion) :]).startswith("<|im_system|>" + result)
+    # K2-Instruct's template numbers the calls of each message: the sampled call is its
+    # message's first (the rollout keeps the sampled ids).
+    numbered_per_message = variant_id == "instruct_numbered"
+    answered = "functions.get_weather:0" if numbered_per_message else tool["tool_call_id"]
+    assert f"## Return of {answered}" in result
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ VARIANTS: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = (
     *((name, ()) for name in NAMES),
     ("deepseek_v3", (("fix_tool_format", True), ("render_thinking", True))),
     ("deepseek_v3.1", (("keep_thinking", True), ("thinking", True))),
-    ("kimi_k2", (("template", "initial"),)),
+    ("kimi_k2_thinking", (("call_ids", "numbered"),)),
     ("gpt_oss", (("dialect", "harmony"),)),
 )
 
@@ -91,11 +91,15 @@ TOOL_CONVERSATION = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            {
+                "id": "functions.get_weather:0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"},
+            }
         ],
     },
-    {"role": "tool", "content": "18C"},
-    {"role": "tool", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18C"},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
     {"role": "assistant", "content": "18C and sunny."},
 ]
 # The messages each official template writes for TOOL_CONVERSATION (see each format's
