@@ -32,12 +32,14 @@ is end-of-sequence.
   conversation (vLLM numbers the calls it parses so: ``make_tool_call_id`` and
   ``get_history_tool_calls_cnt`` in ``vllm/entrypoints/chat_utils.py``, commit bd5ec6d).
   Ids of another form (``call_abc``) are written as given, as the template does, but the
-  prompt is then off-distribution: a renderer says so once, in a ``UserWarning``.
-  ``call_ids="numbered"`` writes every call ``functions.NAME:IDX`` and heads every result
-  with the id written for the call it answers (the latest call with the result's
-  ``tool_call_id``; without one, the oldest call not yet answered). By default a call
-  without an id or a result without ``tool_call_id`` is a ``ValueError`` naming the
-  message (the template writes an empty id: the call would lose its function name).
+  prompt is then off-distribution: a renderer says so once, in a ``UserWarning``. A
+  *trained* call whose id does not name its function is a ``ValueError`` naming the
+  message: the model would learn a call to no function. ``call_ids="numbered"`` writes
+  every call ``functions.NAME:IDX`` and heads every result with the id written for the
+  call it answers (the latest call with the result's ``tool_call_id``; without one, the
+  oldest call not yet answered; an id that names no earlier call is a ``ValueError``). By
+  default a call without an id or a result without ``tool_call_id`` is a ``ValueError``
+  naming the message (the template writes an empty id: the call would name no function).
 - **Reasoning**: ``<think>`` and ``</think>`` are control tokens 163606/163607. Every
   assistant turn up to and including the conversation's *last* assistant message without
   tool calls is history, written ``<think></think>{text}``; later turns keep theirs,
@@ -83,7 +85,8 @@ Divergences from the templates, on purpose:
 
 - tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise; the
   templates write any string verbatim);
-- a call without an id or a result without ``tool_call_id`` is an error (above);
+- a call without an id, a result without ``tool_call_id`` and a trained call whose id
+  does not name its function are errors (above);
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
   ``reasoning_content``: a thinking item of list content has no ``text`` and is written as
@@ -191,7 +194,8 @@ class KimiK2ThinkingOptions:
     final plain answer and of every turn before it). Generation prompts are not affected."""
     call_ids: CallIds = "given"
     """``"given"`` (the template): calls and tool results carry the caller's ids
-    (required; a warning, once, when not of the form ``functions.NAME:IDX``).
+    (required; a warning, once, when not of the form ``functions.NAME:IDX``; a trained
+    call's id must name its function).
     ``"numbered"``: calls are written ``functions.NAME:IDX``, IDX counting the
     conversation's calls (the ids Kimi models sample), and each result with the id of the
     call it answers."""

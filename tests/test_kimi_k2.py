@@ -1140,6 +1140,42 @@ def test_a_trained_call_whose_id_does_not_name_its_function_is_an_error() -> Non
         assert example.tokens.tolist() == K2_THINKING.template_ids(later, TOOLS, False)
 
 
+# -- cross-check: tml-renderers -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        with_kimi_ids(c)
+        for c in conversations(K2_THINKING)
+        if "unanswered_result" not in c.tags
+        and not any(m.get("name") and m["role"] in ("user", "assistant") for m in c.messages)
+    ],
+    ids=repr,
+)
+def test_tml_renderers_kimi_k2_agrees_with_the_template_and_keep_last_reasoning(
+    conv: Conversation,
+) -> None:
+    """tml-renderers 0.2.1's ``KimiK2()`` (with Kimi's ids, its supported form) writes
+    every generation prompt as Moonshot's template, and trains the last turn as
+    ``keep_last_reasoning=True`` does (after its generation prompt, reasoning kept).
+    (It writes the role in the header of a named user or assistant message, where the
+    template writes the name: those conversations are left out.)"""
+    pytest.importorskip("tml_renderers")
+    from tml_renderers import renderers as tml
+
+    from tests import tml_oracle
+
+    config = tml_oracle.OracleConfig("kimi_k2_thinking", THINKING, {}, tml.KimiK2, "KimiK2()")
+    for prompt in _prompts(conv):
+        expected = K2_THINKING.template_ids(prompt, conv.tools, add_generation_prompt=True)
+        assert tml_oracle.prompt_ids(config, prompt, conv.tools) == expected
+    if _ends_with_assistant(conv) and len(conv.messages) > 1:
+        tokens, weights = tml_oracle.supervised_ids(config, conv.messages, conv.tools)
+        example = K2_THINKING_KEEP.renderer.build_supervised_example(conv.messages, conv.tools)
+        assert (example.tokens.tolist(), example.weights.tolist()) == (tokens, weights)
+
+
 # -- control-token spellings in message text ----------------------------------------------
 
 
