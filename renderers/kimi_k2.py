@@ -77,9 +77,10 @@ Python list repr (its text parts joined here).
 
 llama.cpp's hand-edited copies of both templates (``models/templates/Kimi-K2-*.jinja``
 after its PR #17376) are another format: they number calls with a conversation-wide
-counter whatever the caller's ids, head results from a queue of unanswered ids, split the
-history at the *first* plain answer and declare tools with default separators. They are
-not rendered here; :class:`~renderers.template.TemplateRenderer` renders any template.
+counter whatever the caller's ids (at commit f519483, only calls without one), head
+results from a queue of unanswered ids, split the history at the *first* plain answer and
+declare tools with default separators. They are not rendered here;
+:class:`~renderers.template.TemplateRenderer` renders any template.
 
 Divergences from the templates, on purpose:
 
@@ -102,8 +103,8 @@ straight from reasoning without ``</think>`` (the section ends the thinking part
 section may be opened by the misspelled text ``<|tool_call_section_begin|>`` (not a
 token: found at the text level); call ids without ``:IDX`` or sanitized
 (``functions_get_weather_0``) still give a call whose name is derived from the id. A
-call's id is kept as sampled, so the parsed message renders back to the same ids; text
-after the section is kept. A call that is cut off or whose arguments are not JSON
+call's id is kept as sampled (K2-Thinking writes it back as given); text after the
+section is kept. A call that is cut off or whose arguments are not JSON
 becomes an :class:`UnparsedToolCallPart`. K2-Instruct is not a reasoning model:
 ``<think>`` in its output is ordinary text.
 """

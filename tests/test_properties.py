@@ -1851,7 +1851,7 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
         parts.append(TextPart(f"answer {k} " * k + "日本語"))
-        if k % 3 == 0:  # with the id Kimi-K2.5 writes (the other formats ignore it)
+        if k % 3 == 0:  # with the id the Kimi formats write (the others ignore it)
             arguments = json.dumps({"k": k, "q": "é"})
             parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))
         out.append(Message("assistant", parts))

@@ -491,7 +491,7 @@ def test_every_renderer_reports_why_rerendering_is_not_an_extension(name: str) -
     assert "re-tokenized" in report.explanation or "re-serialized" in report.explanation
 
 
-# -- the 2026 families (oracle: tml-renderers) ---------------------------------------------
+# -- the 2026 families (oracle: tml-renderers; Kimi-K2.5: Moonshot's template) -------------
 
 
 # The first oracle configuration of each renderer (its default options, Kimi-K2.5's with the
@@ -505,9 +505,17 @@ def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any
     byte; the tool result and the next generation prompt are what the oracle renders after
     that turn's stop token; a turn cut off inside its reasoning is closed first."""
     r = get_renderer(config.name, tokenizer_for(config.model_id), **config.options)
+
+    def oracle(messages: list[dict[str, Any]]) -> list[int]:
+        if config.name == "kimi_k2.5":
+            from tests import test_kimi_k2_5 as k25
+
+            return k25.official_ids(k25.official_text(config, messages, TOOLS, True))
+        return prompt_ids(config, messages, TOOLS)
+
     rollout = r.rollout(START, tools=TOOLS)
     prompt = rollout.prompt_ids
-    assert prompt == prompt_ids(config, START, TOOLS)
+    assert prompt == oracle(START)
     call = {"id": "functions.get_weather:0", "type": "function"}
     call["function"] = {"name": "get_weather", "arguments": {"city": "Paris"}}
     answer = {
@@ -528,7 +536,7 @@ def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any
     tool["name"] = "get_weather"
     next_prompt = rollout.add_messages([tool])
     assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
-    full = prompt_ids(config, [*START, answer, tool], TOOLS)
+    full = oracle([*START, answer, tool])
     stop = r.stop_token_ids[0]
     end = [i for i, t in enumerate(full) if t == stop][prompt.count(stop)]
     assert next_prompt[len(prompt) + len(completion) :] == full[end + 1 :]
