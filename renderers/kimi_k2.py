@@ -620,6 +620,8 @@ class _CallIds:
 
     def _foreign(self, call_id: str, i: int) -> None:
         r = self.renderer
+        if "foreign ids" in r._warned:  # every render of a history meets its ids again
+            return
         r._warn_once(
             "foreign ids",
             f"{r.name}: tool-call ids not of the form functions.NAME:IDX, the form Kimi "
