@@ -44,10 +44,15 @@ def variant_id(variant: tuple[str, tuple[tuple[str, Any], ...]]) -> str:
 @functools.cache
 def corpus_views(name: str, options: tuple[tuple[str, Any], ...]) -> list[TokenView]:
     """The view of every corpus conversation the format can express, all assistant
-    messages trained."""
+    messages trained (Kimi: with the call ids Kimi models sample, which Kimi-K2-Thinking
+    needs to train a call)."""
+    from tests.test_kimi_k2 import with_kimi_ids
+
     r = renderer(name, options)
     views = []
     for conversation in CORPUS:
+        if name.startswith("kimi"):
+            conversation = with_kimi_ids(conversation)
         try:
             example = r.build_supervised_example(
                 conversation.messages, tools=conversation.tools, train_on="all_assistant"
