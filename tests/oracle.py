@@ -3,11 +3,16 @@ the code under test."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import jinja2.sandbox
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def hf_template_ids(
@@ -76,3 +81,80 @@ def chat_template_file(model_id: str, filename: str = "chat_template.jinja") -> 
     from huggingface_hub import hf_hub_download
 
     return Path(hf_hub_download(model_id, filename))
+
+
+def shared_path(relative: str) -> Path:
+    """A file of the shared data directory: ``../shared`` beside the checkout, else the
+    directory that holds the hub cache (``HF_HUB_CACHE``)."""
+    bases = [REPO.parent / "shared"]
+    if os.environ.get("HF_HUB_CACHE"):
+        bases.append(Path(os.environ["HF_HUB_CACHE"]).resolve().parent)
+    for base in bases:
+        if (base / relative).is_file():
+            return base / relative
+    raise FileNotFoundError(f"{relative}: in none of {', '.join(map(str, bases))}")
+
+
+_OFFICIAL_KIMI = {
+    "moonshotai/Kimi-K2-Thinking": "templates/moonshotai/Kimi-K2-Thinking/chat_template.jinja",
+    "moonshotai/Kimi-K2.5": "templates/moonshotai/Kimi-K2.5/chat_template.jinja",
+}
+
+
+@functools.cache
+def official_kimi_template(model_id: str) -> str:
+    """Moonshot's own chat template of a Kimi model (``../shared/PROVENANCE.md``):
+    K2-Thinking's and K2.5's from ``templates/``, K2-Instruct's the one embedded in its
+    ``tokenizer_config.json``. (The hub cache's ``chat_template.jinja`` of the K2 models
+    are llama.cpp's edited copies, not the oracle.)"""
+    if model_id == "moonshotai/Kimi-K2-Instruct":
+        config = chat_template_file(model_id, "tokenizer_config.json")
+        template: str = json.loads(config.read_text(encoding="utf-8"))["chat_template"]
+        return template
+    return shared_path(_OFFICIAL_KIMI[model_id]).read_text(encoding="utf-8")
+
+
+def deep_sort_dict(obj: Any) -> Any:
+    """Moonshot's helper (``tokenization_kimi.py``): sort the keys of every dict,
+    recursively; its ``apply_chat_template`` applies it to ``tools`` before templating."""
+    if isinstance(obj, dict):
+        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list):
+        return [deep_sort_dict(item) for item in obj]
+    return obj
+
+
+def kimi_template_text(
+    tokenizer: Any,
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    *,
+    add_generation_prompt: bool,
+    **kwargs: Any,
+) -> str:
+    """A Kimi template rendered by transformers' ``apply_chat_template`` (its immutable
+    sandbox) after Moonshot's deep sort of ``tools``; an empty conversation, which
+    ``apply_chat_template`` refuses, by the function it renders with."""
+    sorted_tools = deep_sort_dict(copy.deepcopy(tools)) if tools else None
+    if not messages:
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        rendered, _ = render_jinja_template(
+            [[]],
+            tools=sorted_tools,
+            chat_template=template,
+            add_generation_prompt=add_generation_prompt,
+            **kwargs,
+        )
+        empty: str = rendered[0]
+        return empty
+    text: str = tokenizer.apply_chat_template(
+        copy.deepcopy(messages),
+        tools=sorted_tools,
+        chat_template=template,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
+    )
+    return text

@@ -576,11 +576,13 @@ def _kimi_call(p: Part, index: int) -> Part:
     return UnparsedToolCallPart(p.raw, "?")
 
 
-def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Message | None:
+def _kimi_canonical(m: Message, *, thinking: bool) -> Message | None:
     """Parts in order (empty text and thinking write nothing); runs of calls become
-    sections with ids ``functions.NAME:IDX`` counted over the conversation (per section
-    with the initial template). ``None`` when a text or thinking part holds the misspelled
-    ``<|tool_call_section_begin|>``, which the parser documentedly reads as a marker."""
+    sections with ids ``functions.NAME:IDX`` counting the message's calls (the ids
+    K2-Instruct's template writes, the ids :func:`with_kimi_ids` gives, and the numbered
+    ids of a conversation whose only calls are these). ``None`` when a text or thinking
+    part holds the misspelled ``<|tool_call_section_begin|>``, which the parser
+    documentedly reads as a marker."""
     parts = [
         p
         for p in m.parts
@@ -594,8 +596,6 @@ def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Mes
             out.append(_kimi_call(p, index))
             index += 1
             continue
-        if per_section_ids:
-            index = 0
         if type(p) is TextPart and out and type(out[-1]) is TextPart:
             out[-1] = TextPart(out[-1].text + p.text)
         else:
@@ -609,35 +609,31 @@ def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Mes
 
 
 def kimi_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=False, per_section_ids=False)
-
-
-def kimi_initial_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=False, per_section_ids=True)
+    return _kimi_canonical(m, thinking=False)
 
 
 def kimi_thinking_canonical(m: Message) -> Message | None:
-    """Template behaviour: the conversation's first assistant message without tool calls
+    """Template behaviour: the conversation's last assistant message without tool calls
     is written with an empty think block (its reasoning is dropped). (As the trained turn
     with reasoning it is a caller error, see :func:`kimi_trained_reasoning`: this is what
     the template renders, which the turn without its reasoning renders as.)"""
     if not any(_is_call(p) for p in m.parts):
         m = Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
-    return _kimi_canonical(m, thinking=True, per_section_ids=False)
+    return _kimi_canonical(m, thinking=True)
 
 
 def kimi_thinking_keep_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=True, per_section_ids=False)
+    return _kimi_canonical(m, thinking=True)
 
 
 def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
     """Kimi-K2-Thinking without ``keep_last_reasoning`` (documented): the template writes
-    ``<think></think>`` for the conversation's first assistant message without tool calls;
-    when that is the trained (last) turn and it has reasoning, the renderer refuses it."""
+    ``<think></think>`` for every turn up to the conversation's last assistant message
+    without tool calls; when the trained (last) turn is such a message and it has
+    reasoning, the renderer refuses it."""
     i = len(msgs) - 1
     m = msgs[i]
-    plain = [k for k, x in enumerate(msgs) if x.role == "assistant" and not _has_call(x)]
-    if m.role != "assistant" or plain[:1] != [i]:
+    if m.role != "assistant" or _has_call(m):
         return None
     if not any(type(p) is ThinkingPart and p.text for p in m.parts):
         return None
@@ -649,15 +645,13 @@ def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
 def kimi_thinking_prefix(
     r: Renderer, messages: Conversation, prefix: list[int], rest: list[int]
 ) -> bool:
-    """Documented template defect: when the trained turn is the conversation's first
-    assistant message without tool calls, the template drops the reasoning of every
-    assistant turn before it, which the generation prompt showed."""
+    """Documented template defect: when the trained turn is an assistant message without
+    tool calls (so the conversation's last), the template drops the reasoning of every
+    assistant turn before it, which the generation prompt showed for the turns after the
+    previous plain answer."""
     msgs = coerce_messages(messages)
-    earlier = [x for x in msgs[:-1] if x.role == "assistant"]
-    first_plain = not any(_is_call(p) for p in msgs[-1].parts) and all(
-        any(_is_call(p) for p in x.parts) for x in earlier
-    )
-    if not first_plain:
+    plain = not any(_is_call(p) for p in msgs[-1].parts)
+    if not plain:
         return prompt_equals(r, messages, prefix, rest)
     stripped = [
         Message(x.role, [p for p in x.parts if type(p) is not ThinkingPart], x.name)
@@ -981,7 +975,7 @@ def dsv4_messages() -> st.SearchStrategy[Message]:
 
 def with_kimi_ids(m: Message) -> Message:
     """Calls with ids as Kimi models sample them (``functions.NAME:IDX``, IDX counting the
-    message's calls): Kimi-K2.5 writes the caller's ids."""
+    message's calls): Kimi-K2-Thinking and K2.5 write the caller's ids."""
     out: list[Part] = []
     index = 0
     for p in m.parts:
@@ -1077,9 +1071,9 @@ SPECS = [
     Spec(
         "kimi_k2",
         "moonshotai/Kimi-K2-Instruct",
-        (("template", "initial"),),
+        (("call_ids", "numbered"),),
         strategies.assistant_messages(thinking=False),
-        kimi_initial_canonical,
+        kimi_canonical,
         KIMI,
         thinking=False,
         conversations=NO_REASONING,
@@ -1088,7 +1082,7 @@ SPECS = [
         "kimi_k2_thinking",
         "moonshotai/Kimi-K2-Thinking",
         (),
-        strategies.assistant_messages(),
+        strategies.assistant_messages().map(with_kimi_ids),
         kimi_thinking_canonical,
         KIMI,
         prompt_prefix=kimi_thinking_prefix,
@@ -1098,9 +1092,19 @@ SPECS = [
         "kimi_k2_thinking",
         "moonshotai/Kimi-K2-Thinking",
         (("keep_last_reasoning", True),),
-        strategies.assistant_messages(),
+        strategies.assistant_messages().map(with_kimi_ids),
         kimi_thinking_keep_canonical,
         KIMI,
+    ),
+    Spec(
+        "kimi_k2_thinking",
+        "moonshotai/Kimi-K2-Thinking",
+        (("call_ids", "numbered"),),
+        strategies.assistant_messages(),
+        kimi_thinking_canonical,
+        KIMI,
+        prompt_prefix=kimi_thinking_prefix,
+        trained_reasoning=kimi_trained_reasoning,
     ),
     Spec(
         "qwen3.5",
@@ -1847,7 +1851,7 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
         parts.append(TextPart(f"answer {k} " * k + "日本語"))
-        if k % 3 == 0:  # with the id Kimi-K2.5 writes (the other formats ignore it)
+        if k % 3 == 0:  # with the id the Kimi formats write (the others ignore it)
             arguments = json.dumps({"k": k, "q": "é"})
             parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))
         out.append(Message("assistant", parts))
