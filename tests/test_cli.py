@@ -410,3 +410,11 @@ def test_show_names_the_line_of_a_bad_jsonl_row(tmp_path: Path) -> None:
     proc = run("show", "--model", "qwen3", str(data), "--row", "1", check=False)
     assert proc.returncode == 1
     assert "rows.jsonl row 1 (line 3) is not valid JSON" in proc.stderr
+
+
+def test_render_help_lists_each_models_options() -> None:
+    """The option list is built when the help is shown (not at every start)."""
+    out = run("render", "--help").stdout
+    assert "options per model:" in out
+    assert "qwen3:" in out and "enable_thinking: bool (default: True)" in out
+    assert "gpt_oss:" in out and "reasoning_effort" in out
