@@ -46,6 +46,7 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
     assert "\x1b[" not in out  # not a terminal: no colour
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model",
     ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"],
