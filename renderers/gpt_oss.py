@@ -49,7 +49,8 @@ openai-harmony does), and a *trained* turn whose analysis the dialect drops is a
 Options: ``reasoning_effort`` (low/medium/high), ``date`` (the ``Current date`` line:
 ``None`` means today's date as the template's ``strftime_now`` writes it; pass a fixed
 date for reproducible ids), ``model_identity``, ``knowledge_cutoff``, ``builtin_tools``,
-and ``dialect``:
+``required_channels`` (the system message's ``# Valid channels`` line, as openai-harmony's
+``with_required_channels`` writes it) and ``dialect``:
 
 - ``"template"`` (default): token-identical to the official Hugging Face template;
 - ``"harmony"``: token-identical to openai-harmony's rendering of the same conversation
@@ -161,11 +162,22 @@ class GptOssOptions:
     """Built-in tools declared in the system message: ``browser`` and/or ``python``."""
     dialect: str = "template"
     """``template``: the official chat template's ids; ``harmony``: openai-harmony's."""
+    required_channels: tuple[str, ...] = CHANNELS
+    """The channels the system message declares valid and required, in order
+    (openai-harmony's ``SystemContent.with_required_channels``): ``("analysis",
+    "final")`` writes ``# Valid channels: analysis, final. Channel must be included for
+    every message.``; an empty list writes no channel line. The default is the line both
+    the template and openai-harmony write; both dialects follow the option. Parsing is
+    unchanged: it reads the three Harmony channels (any other is kept, with an issue)."""
     reasoning: Reasoning = "error"
     """What to do with reasoning (analysis) of a trained turn that the template drops (a
     turn before the conversation's last answer): ``"error"`` raises ``ValueError``,
     ``"drop"`` leaves it out. Analysis of untrained turns is rendered as the template
     does."""
+
+    def __post_init__(self) -> None:
+        # A list given for a list option is kept as a tuple (options are hashable).
+        object.__setattr__(self, "required_channels", tuple(self.required_channels))
 
 
 def _tool_name(recipient: str) -> str:
@@ -581,6 +593,7 @@ class GptOssRenderer(Renderer):
             date,
             tuple(ns.name for ns in builtins),
             has_function_tools,
+            options.required_channels,
         )
         body = self._system_bodies.get(key)
         if body is None:
@@ -589,7 +602,7 @@ class GptOssRenderer(Renderer):
                 reasoning_effort=effort,
                 knowledge_cutoff=options.knowledge_cutoff,
                 conversation_start_date=date,
-                valid_channels=CHANNELS,
+                valid_channels=options.required_channels,
                 tools=builtins,
             ).render(has_function_tools)
             if len(self._system_bodies) >= 64:
