@@ -61,7 +61,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.options import Reasoning, reasoning_error
+from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
@@ -96,6 +96,10 @@ class Qwen3Options:
     ``enable_thinking=False``, whose generation prompt closes an empty think block):
     ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
     turns is rendered as the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 class Qwen3Renderer(Renderer):
@@ -301,7 +305,9 @@ class Qwen3Renderer(Renderer):
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
-        return TaggedParser(self.grammar, self.table, events)
+        return TaggedParser(
+            self.grammar, self.table, events, calls_end_reasoning=options.drafted_calls == "call"
+        )
 
     # -- multi-turn rollouts ------------------------------------------------------------
 

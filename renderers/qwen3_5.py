@@ -94,7 +94,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.options import Reasoning
+from renderers.core.options import DraftedCalls, Reasoning
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -151,6 +151,10 @@ class Qwen35Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,10 @@ class Qwen38Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 class _Qwen35Family(Renderer):
@@ -402,7 +410,12 @@ class _Qwen35Family(Renderer):
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Any, events: bool) -> StreamParser:
-        return _Qwen35Parser(self, events, thinking=options.enable_thinking)
+        return _Qwen35Parser(
+            self,
+            events,
+            thinking=options.enable_thinking,
+            calls_end_reasoning=options.drafted_calls == "call",
+        )
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -540,7 +553,9 @@ class _Qwen35Parser(StreamParser):
     """Qwen3.5/3.8 completions: reasoning (from the start when the prompt opened it), text
     and XML tool calls, in any order."""
 
-    def __init__(self, r: _Qwen35Family, events: bool, *, thinking: bool) -> None:
+    def __init__(
+        self, r: _Qwen35Family, events: bool, *, thinking: bool, calls_end_reasoning: bool = False
+    ) -> None:
         super().__init__(
             r.table,
             structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
@@ -549,6 +564,8 @@ class _Qwen35Parser(StreamParser):
             events=events,
         )
         self._r = r
+        self._calls_end_reasoning = calls_end_reasoning
+        self._ended_by_call = False  # a call ended the open reasoning; its end may follow
         asm = self.asm
         self._on_text = asm.write  # type: ignore[method-assign]
         if thinking:
@@ -629,8 +646,20 @@ class _Qwen35Parser(StreamParser):
         asm = self.asm
         kind = asm.kind
         if kind == THINKING and token_id in (r.tool_call, r.tool_call_end):
+            if token_id == r.tool_call and self._calls_end_reasoning:
+                # vLLM's Qwen3 parser: the call ends the reasoning (see DraftedCalls).
+                asm.close(pos, strip_suffix="\n")
+                asm.open(TOOL_CALL, pos)
+                self._ended_by_call = True
+                return
             self._drafted_call(token_id, pos)
             return
+        if token_id == r.think_end and kind == TEXT and self._ended_by_call:
+            # The end of the think block a call ended: the server drops it from the text.
+            self._ended_by_call = False
+            return
+        if token_id == r.think:
+            self._ended_by_call = False
         if kind == THINKING and token_id == r.think:
             self._keep_as_text(token_id, pos, None)  # a nested <think> is reasoning too
             return

@@ -34,7 +34,7 @@ import numpy as np
 
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
-from renderers.core.options import Reasoning, reasoning_error
+from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import ParseResult, StreamParser
 from renderers.example import SupervisedExample
 from renderers.kimi_k2 import deep_sort
@@ -75,7 +75,8 @@ _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"
 class TemplateOptions:
     """The template's keyword options (what ``apply_chat_template`` passes as ``**kwargs``,
     e.g. ``enable_thinking``), as ``(name, value)`` pairs, and the library's ``reasoning``
-    rule (:data:`~renderers.core.options.Reasoning`), which is not passed to the template."""
+    rule (:data:`~renderers.core.options.Reasoning`) and ``drafted_calls`` parsing choice,
+    which are not passed to the template."""
 
     kwargs: tuple[tuple[str, Any], ...] = ()
     """The template's own variables as ``(name, value)`` pairs (``enable_thinking``...)."""
@@ -84,6 +85,15 @@ class TemplateOptions:
     a turn before the last user query for Qwen3's template): ``"error"`` raises
     ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
     the template does, so generation prompts never fail on it."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing a grammar of calls in tags (Qwen3-style): a call tag sampled inside open
+    reasoning stays reasoning text with an issue (``"reasoning"``) or ends the reasoning
+    and is a call, as vLLM's Qwen3 parser reads it (``"call"``; see
+    :data:`~renderers.core.options.DraftedCalls`). Other grammars take ``"reasoning"``."""
+
+
+_LIBRARY_OPTIONS = frozenset({"reasoning", "drafted_calls"})
+"""Options of the library, not of the template (never passed to it)."""
 
 
 class TemplateRenderer(Renderer):
@@ -176,12 +186,14 @@ class TemplateRenderer(Renderer):
     def option_names(self) -> tuple[str, ...]:
         """The template's variables a caller can set as options (``enable_thinking``...):
         what it reads, besides the conversation and the tokenizer's special tokens."""
-        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | {"reasoning"}))
+        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | _LIBRARY_OPTIONS))
 
     def changed_options(self) -> dict[str, Any]:
         changed = dict(self.options.kwargs)
         if self.options.reasoning != "error":
             changed["reasoning"] = self.options.reasoning
+        if self.options.drafted_calls != "reasoning":
+            changed["drafted_calls"] = self.options.drafted_calls
         return changed
 
     # -- options ------------------------------------------------------------------------
@@ -203,7 +215,12 @@ class TemplateRenderer(Renderer):
             raise TypeError(
                 f"template: option reasoning: expected 'error' or 'drop', got {reasoning!r}"
             )
-        return TemplateOptions(tuple(sorted(merged.items())), reasoning)
+        drafted = merged.pop("drafted_calls", base.drafted_calls)
+        if drafted not in ("reasoning", "call"):
+            raise TypeError(
+                f"template: option drafted_calls: expected 'reasoning' or 'call', got {drafted!r}"
+            )
+        return TemplateOptions(tuple(sorted(merged.items())), reasoning, drafted)
 
     @classmethod
     def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
@@ -576,7 +593,9 @@ class TemplateRenderer(Renderer):
                 "cannot parse completions: no format spec could be inferred from the chat "
                 "template (see spec_notes); pass spec=FormatSpec(...)"
             )
-        return self._parsing.parser(events, *self._opening(options))
+        return self._parsing.parser(
+            events, *self._opening(options), calls_end_reasoning=options.drafted_calls == "call"
+        )
 
     def _parse_after_prompt(
         self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
