@@ -105,6 +105,11 @@ calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>
 to tokens at token granularity: a token holding both the end of the marker and the
 answer's first characters belongs to both parts' spans.
 
+Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
+``{"a":1}``): both templates concatenate the arguments string into their text (an object
+there fails: ``+`` of text and a mapping), so the given text is what the model sees; a
+dict given as arguments is written as its ``tojson``.
+
 Divergences from both templates, on purpose:
 
 - tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise;

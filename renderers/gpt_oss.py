@@ -70,8 +70,9 @@ Divergences from both, on purpose:
 - several tool calls in one assistant message are rendered as consecutive call messages
   (the template renders only the first and silently drops the rest); tool results are
   matched to calls by ``tool_call_id``, then in call order;
-- string tool-call arguments are written once as given (the template JSON-quotes a string
-  again: ``"{\"city\": ...}"``, which the model never samples);
+- string tool-call arguments are written once as given, verbatim (the template
+  JSON-quotes a string again: ``"{\"city\": ...}"``, which the model never samples; an
+  object it writes as ``tojson``, which is what a dict given as arguments becomes);
 - message text that spells a control token is encoded as ordinary text;
 - list content is rendered as its text parts joined; parts keep their order, and parsed
   channels (``commentary`` preambles, ``analysis``) render back to the same messages;

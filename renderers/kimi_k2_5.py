@@ -17,7 +17,9 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   starts inside the reasoning (the parser starts in the thinking state);
   ``thinking=False`` closes the block in the prompt (``<think></think>``).
 - **Tool calls** carry the caller's id (``tool_calls[k].id``, required), written as is;
-  a tool result names the call it answers with its ``tool_call_id`` (required).
+  a tool result names the call it answers with its ``tool_call_id`` (required). The
+  arguments are written as the text given, verbatim, as the template writes a string
+  (an object it writes as ``tojson``, which is what a dict given as arguments becomes).
 - **Reasoning**: every assistant turn up to and including the conversation's last
   assistant message without tool calls is history, written ``<think></think>{text}``
   (its reasoning dropped); later turns keep theirs. ``preserve_thinking=True`` keeps

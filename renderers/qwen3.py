@@ -32,6 +32,12 @@ Like the template, an assistant message without reasoning whose text contains
 ``</think>`` is read as inline reasoning (``"<think>r</think>answer"``, the convention of
 R1-style datasets): the part before ``</think>`` becomes the think block.
 
+Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
+``{"a":1}``): the template writes a string ``arguments`` as is and an object as ``tojson``
+(a dict given as arguments is written as its ``tojson`` here too). A server that parses
+the arguments text into an object before templating (vLLM) makes the template write
+``tojson`` of it: the same text whenever the given text is in that form.
+
 Divergences from the template, on purpose:
 
 - list-of-parts content is rendered as its text parts joined (the template renders it

@@ -37,10 +37,19 @@ end-of-sequence.
 - **Tool calls**: after the text, the first call is preceded by a blank line (none when
   the message has no text), later ones by a newline. Each argument is a
   ``<parameter=KEY>`` block: a string value as is; other values as JSON (``tojson``), but
-  Qwen3.5 writes ``true``/``false``/``null`` the way Python prints them (``True``,
-  ``False``, ``None``: its template applies ``|string`` to scalars). Arguments given as
-  JSON text keep each value's text as written (arguments parsed from a completion render
-  back as sampled).
+  Qwen3.5 writes numbers, ``true``/``false`` and ``null`` the way Python prints them
+  (``10.0``, ``True``, ``False``, ``None``: its template applies ``|string`` to scalars).
+- **Arguments as servers render them**: the templates iterate over an arguments object,
+  and inference servers parse a call's arguments text into one before templating (vLLM's
+  ``_postprocess_messages``, ``vllm/entrypoints/chat_utils.py`` at vllm-project/vllm
+  bd5ec6d5), so the model sees each value re-serialised: arguments given as JSON text are
+  parsed and written that way (``{"a":1}`` -> ``{"a": 1}``, ``1e1`` -> ``10.0``; a key
+  given twice keeps its last value, as ``json.loads`` does). ``verbatim_arguments=True``
+  writes each value's JSON text as given instead (arguments parsed from a completion then
+  render back as sampled). ``arguments: ""`` is a call without arguments (no
+  ``<parameter>``): Qwen3.8's template skips it (``tool_call.arguments != ''``); Qwen3.5's
+  template fails on it (``|items`` of a string), and vLLM hands the template ``{}`` for it,
+  which renders the same way.
 - **Tool results** follow the call turn as a user turn holding one ``<tool_response>``
   block per result.
 - **Qwen3.8 reasoning effort**: ``reasoning_effort="xhigh"`` (default) or ``"low"`` puts
@@ -113,6 +122,9 @@ from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer"]
 
+_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
+"""The templates' ``tojson`` (transformers': non-ASCII kept, default separators)."""
+
 _TOOLS_INTRO = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
 _TOOLS_OUTRO = (
     "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with "
@@ -151,6 +163,10 @@ class Qwen35Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    verbatim_arguments: bool = False
+    """False (as servers render them): a call's arguments text is parsed and each value
+    written as the template writes the parsed value (``{"a":1}`` -> ``{"a": 1}``,
+    ``1e1`` -> ``10.0``). True: each value's JSON text is written as given."""
     drafted_calls: DraftedCalls = "reasoning"
     """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
     an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
@@ -173,6 +189,10 @@ class Qwen38Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    verbatim_arguments: bool = False
+    """False (as servers render them): a call's arguments text is parsed and each value
+    written as the template writes the parsed value (``{"a":1}`` -> ``{"a": 1}``,
+    ``1e1`` -> ``10.0``). True: each value's JSON text is written as given."""
     drafted_calls: DraftedCalls = "reasoning"
     """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
     an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
@@ -375,7 +395,7 @@ class _Qwen35Family(Renderer):
                 w.text(separator, i, True)
                 w.control(self.tool_call, i, True)
                 if type(part) is ToolCallPart:
-                    w.text(self._call_body(part, i), i, True)
+                    w.text(self._call_body(part, i, options.verbatim_arguments), i, True)
                 else:
                     assert type(part) is UnparsedToolCallPart
                     w.text(part.raw, i, True)
@@ -384,28 +404,47 @@ class _Qwen35Family(Renderer):
         w.control(self.im_end, i, True)
         w.text("\n", i)
 
-    def _call_body(self, part: ToolCallPart, i: int) -> str:
-        """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``."""
+    def _call_body(self, part: ToolCallPart, i: int, verbatim: bool) -> str:
+        """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``: each
+        value as the template writes the parsed value, or as given (``verbatim``)."""
+        lines = [f"\n<function={part.name}>\n"]
+        if part.arguments != "":  # no arguments (see the module docs)
+            members = self._parameters(part, i, verbatim)
+            lines += [f"<parameter={key}>\n{text}\n</parameter>\n" for key, text in members]
+        lines.append("</function>\n")
+        return "".join(lines)
+
+    def _parameters(self, part: ToolCallPart, i: int, verbatim: bool) -> list[tuple[str, str]]:
+        """Each argument's key and the text of its ``<parameter>`` block."""
         checked_arguments(part, i)
         try:
-            members = json_object_members(part.arguments)
+            if verbatim:
+                members = [(k, v, raw) for k, v, raw in json_object_members(part.arguments)]
+            else:
+                parsed = json.loads(part.arguments)
+                if not isinstance(parsed, dict):
+                    raise ValueError(f"expected an object, got {type(parsed).__name__}")
+                members = [(k, v, "") for k, v in parsed.items()]
         except ValueError as exc:
             raise ValueError(
                 f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
                 f"which {self.name} writes one <parameter> per key ({exc}): "
                 f"{part.arguments[:60]!r}"
             ) from None
-        lines = [f"\n<function={part.name}>\n"]
+        out = []
         for key, value, raw in members:
             if isinstance(value, str):
                 text = value
             elif self._python_scalars and (value is None or isinstance(value, bool)):
-                text = str(value)
-            else:
+                text = str(value)  # Qwen3.5: ``|string``, as Python prints it
+            elif verbatim:
                 text = raw
-            lines.append(f"<parameter={key}>\n{text}\n</parameter>\n")
-        lines.append("</function>\n")
-        return "".join(lines)
+            elif self._python_scalars and not isinstance(value, (dict, list)):
+                text = str(value)  # a number: ``|string`` (``10.0``, ``1e+20``)
+            else:
+                text = _TOJSON(value)  # ``tojson``
+            out.append((key, text))
+        return out
 
     # -- parsing ------------------------------------------------------------------------
 

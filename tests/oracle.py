@@ -3,6 +3,7 @@ the code under test."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,61 @@ def chat_template_file(model_id: str, filename: str = "chat_template.jinja") -> 
     from huggingface_hub import hf_hub_download
 
     return Path(hf_hub_download(model_id, filename))
+
+
+def trl_template(name: str) -> str:
+    """A chat template TRL keeps byte for byte (``trl/chat_templates/{name}.jinja``; see
+    that directory's README for each file's origin), for models whose template is not in
+    the hub cache (Qwen3.5: ``qwen3_5_think``, Qwen3.8: ``qwen3_8``)."""
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja").read_text("utf-8")
+
+
+def template_text(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    **kwargs: Any,
+) -> str:
+    """``apply_chat_template(tokenize=False)`` of a chat template given as text, for a
+    tokenizer transformers cannot load (tml-renderers' stand-ins): transformers' own message
+    normalisation (keys whose value is ``None`` dropped) and ``render_jinja_template``
+    (``continue_final_message`` included)."""
+    from transformers.utils.chat_template_utils import (
+        _normalize_chat_messages,
+        render_jinja_template,
+    )
+
+    rendered, _ = render_jinja_template(
+        [_normalize_chat_messages(messages)],
+        tools=tools,
+        chat_template=template,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
+    )
+    text: str = rendered[0]
+    return text
+
+
+def server_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as vLLM hands it to a chat template (``_postprocess_messages`` in
+    ``vllm/entrypoints/chat_utils.py`` at vllm-project/vllm
+    bd5ec6d50b83652c21a570b81c1fb5219a6ebf76): each call's arguments text parsed into an
+    object (``""`` and ``None`` as ``{}``), an empty ``tool_calls`` list removed."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        if m.get("role") != "assistant" or not isinstance(m.get("tool_calls"), list):
+            continue
+        if not m["tool_calls"]:
+            del m["tool_calls"]
+            continue
+        for call in m["tool_calls"]:
+            arguments = call["function"].get("arguments")
+            if not arguments:
+                call["function"]["arguments"] = {}
+            elif not isinstance(arguments, (dict, list)):
+                call["function"]["arguments"] = json.loads(arguments)
+    return out

@@ -1803,3 +1803,27 @@ def test_v3_completions_parse_on_the_one_shot_path_as_fed(
         assert parsed == fed
         assert one_shot
         assert len(fed.message.parts) >= 4
+
+
+# -- arguments: written verbatim, as the templates concatenate them ---------------------------
+
+ODD_ARGUMENTS = '{"city":"Par\\u00eds","n":1e1,"x":{"y":[true,null]}}'
+
+
+@pytest.mark.parametrize("model_id", [V3, V31])
+def test_arguments_text_is_written_verbatim_as_the_templates_concatenate_it(
+    model_id: str,
+) -> None:
+    """The templates concatenate the arguments string: compact, escaped, exponent JSON
+    text is the model's text unchanged (no re-serialisation)."""
+    r = renderer_for(model_id)
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": ODD_ARGUMENTS}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+        {"role": "user", "content": "again"},
+    ]
+    expected = oracle(model_id, messages, True)
+    assert r.build_generation_prompt(messages) == expected
+    assert ODD_ARGUMENTS in r.decode(expected)

@@ -51,7 +51,6 @@ from renderers.core.messages import Part, coerce_messages
 from renderers.core.parsing import (
     StreamParser,
     TextDelta,
-    json_object_members,
     sampled_text_ids,
 )
 from renderers.kimi_k2 import tool_name_from_id
@@ -777,14 +776,15 @@ GPT_OSS_DATE = (("date", "2025-06-01"),)
 # -- Qwen3.5 / Qwen3.8 ------------------------------------------------------------------------
 
 
-def _xml_value(value: Any, raw: str, python_scalars: bool) -> str:
-    """The text a Qwen3.5/3.8 parameter holds (documented): strings as is, Qwen3.5's
-    booleans and null as Python prints them, other values as given."""
+def _xml_value(value: Any, python_scalars: bool) -> str:
+    """The text a Qwen3.5/3.8 parameter holds (documented: the template's writing of the
+    parsed value): strings as is, Qwen3.5's other scalars as Python prints them
+    (``|string``), other values as ``tojson``."""
     if isinstance(value, str):
         return value
-    if python_scalars and (value is None or isinstance(value, bool)):
+    if python_scalars and not isinstance(value, (dict, list)):
         return str(value)
-    return raw
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _json_or_string(text: str) -> str:
@@ -804,8 +804,8 @@ def _xml_call(p: Part, python_scalars: bool) -> Part | None:
         return UnparsedToolCallPart(_nfc(p.raw), "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
-        key, text = _nfc(key), _nfc(_xml_value(value, raw, python_scalars))
+    for key, value in json.loads(p.arguments).items():
+        key, text = _nfc(key), _nfc(_xml_value(value, python_scalars))
         if ">" in key or "\n" in key or "</parameter>" in text:
             return None
         members.append(json.dumps(key, ensure_ascii=False) + ": " + _json_or_string(text))
@@ -897,17 +897,19 @@ _DSML = "｜DSML｜"
 
 
 def _dsml_call(p: Part) -> Part | None:
-    """An ``invoke`` with one parameter per argument (string values flagged, the others
-    as given); ``None`` when a key cannot be read back (a quote or a newline)."""
+    """An ``invoke`` with one parameter per argument (string values flagged, the others as
+    the encoder's ``to_json`` writes the parsed value); ``None`` when a key cannot be read
+    back (a quote or a newline)."""
     if type(p) is UnparsedToolCallPart:
         return UnparsedToolCallPart(p.raw, "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
+    for key, value in json.loads(p.arguments).items():
         if '"' in key or "\n" in key:
             return None
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else raw
-        members.append(json.dumps(key, ensure_ascii=False) + ": " + text)
+        members.append(
+            json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+        )
     return ToolCallPart(p.name, "{" + ", ".join(members) + "}")
 
 
@@ -970,7 +972,8 @@ DSV4_UNPARSED = strategies.text.map(
 
 def dsv4_messages() -> st.SearchStrategy[Message]:
     call = st.one_of(
-        strategies.tool_call_parts(), st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?"))
+        strategies.tool_call_parts(any_spelling=True),
+        st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?")),
     )
     part = st.one_of(strategies.thinking_parts(), strategies.text_parts(), call)
     return st.lists(part, max_size=6).map(lambda ps: Message("assistant", ps))
@@ -1012,6 +1015,7 @@ def _query_last(conversation: list[dict[str, Any]]) -> bool:
 # -- the specs -----------------------------------------------------------------------------
 
 QWEN3_MESSAGES = strategies.assistant_messages()
+QWEN35_MESSAGES = strategies.assistant_messages(any_spelling=True)
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
@@ -1106,7 +1110,7 @@ SPECS = [
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1115,7 +1119,7 @@ SPECS = [
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (("enable_thinking", False),),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1125,7 +1129,7 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1134,7 +1138,7 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (("enable_thinking", False), ("preserve_thinking", False)),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
