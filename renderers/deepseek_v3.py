@@ -122,7 +122,14 @@ Divergences from both templates, on purpose:
   not tell them apart; V3's template would hide the calls);
 - V3: an assistant message with neither content nor calls is an empty answer
   (``<｜Assistant｜><｜end▁of▁sentence｜>``, as for ``content: ""``); for ``content: None``
-  the template writes nothing at all;
+  the template writes nothing at all, and V3.1's fails;
+- ``tool_calls: []`` is no calls (vLLM drops an empty list before templating): V3.1's
+  template tests ``'tool_calls' in message`` and writes
+  ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>`` in place of the text; a ``None`` tool
+  result is an empty one (both templates fail concatenating it). With transformers 5.23
+  and later, which drop every ``None``-valued key, both templates fail on any tool-call
+  message without text (``'dict object' has no attribute 'content'``); 5.0 to 5.22 pass
+  ``content: None`` through (what the tests' oracle renders);
 - message text that spells a control token (``<｜User｜>``, ``</think>``...) is encoded as
   ordinary text, never as the control token;
 - assistant parts in a non-canonical order (text after a call, several sections) are

@@ -67,6 +67,9 @@ encoder, this renderer follows the encoder, and says so in tests: consecutive us
 messages are joined by a blank line (the oracle joins them directly) and tool results are
 put in the order of the calls (the oracle keeps the given order).
 
+Degenerate inputs: ``content: None`` is empty text and ``tool_calls: []`` no calls, as
+the encoder reads them (``content or ""``, ``if tool_calls``).
+
 Divergences from the encoder, on purpose:
 
 - message text that spells a control token is encoded as ordinary text (the encoder's
@@ -78,7 +81,8 @@ Divergences from the encoder, on purpose:
   part as ``<think>…</think>``, each run of calls as its own section), so parsed messages
   render back;
 - the encoder's ``task``, ``developer``, ``latest_reminder`` and ``wo_eos`` extensions are
-  not supported (``developer`` and ``latest_reminder`` roles are errors).
+  not supported (``developer`` and ``latest_reminder`` roles are errors);
+- a ``None`` tool result is an empty one (the encoder formats it as the text ``None``).
 """
 
 from __future__ import annotations

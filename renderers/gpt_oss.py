@@ -76,6 +76,11 @@ Divergences from both, on purpose:
 - message text that spells a control token is encoded as ordinary text;
 - list content is rendered as its text parts joined; parts keep their order, and parsed
   channels (``commentary`` preambles, ``analysis``) render back to the same messages;
+- ``content: None`` without calls is an empty final answer, ``tool_calls: []`` no calls
+  and a ``None`` tool result an empty one (the template fails on each: ``in
+  message.content`` of ``None``, ``tool_calls[0]`` of an empty list, ``tojson`` of the
+  content transformers 5.23+ drops; transformers 5.0 to 5.22, which pass ``None``
+  through, fail on every ``content: None``);
 - an empty ``reasoning_content`` renders no analysis message (the template writes an
   empty one); a system or developer message after the first is an error (the template
   drops it silently);

@@ -56,6 +56,9 @@ Divergences from the templates, on purpose:
 
 - tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise; the
   templates write any string verbatim), and K2-Instruct rejects reasoning (see above);
+- a ``None`` tool result is an empty one (the template ``tokenizer_config.json`` embeds
+  writes the text ``None`` when transformers 5.0 to 5.22 pass it through); ``content:
+  None`` and ``tool_calls: []`` render as the templates render them;
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
   ``reasoning_content``; a thinking item of list content would be written as answer text);

@@ -35,6 +35,9 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   tokenizer's code, as Rust and other non-Python servers do, and what tml-renderers
   writes.
 
+Degenerate inputs (``content: None``, ``tool_calls: []``, empty and ``None`` tool results)
+render as the template renders them.
+
 A supervised example renders the trained (last) turn after the generation prompt of the
 messages before it, exactly as the model samples it, reasoning kept; the template would
 rewrite a final plain answer as history, dropping the reasoning being trained on (the same

@@ -38,6 +38,11 @@ Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
 the arguments text into an object before templating (vLLM) makes the template write
 ``tojson`` of it: the same text whenever the given text is in that form.
 
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template; our message model has no
+other spelling for them); the template renders them the same way whether transformers
+passes the ``None`` (5.0 to 5.22) or drops the key (5.23 and later).
+
 Divergences from the template, on purpose:
 
 - list-of-parts content is rendered as its text parts joined (the template renders it

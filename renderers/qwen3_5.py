@@ -76,6 +76,11 @@ line (not a newline) between text and the first call; nested argument values as
 inline-reasoning convention; ``preserve_thinking`` history blocks written with the
 template's newlines.
 
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template; our message model has no
+other spelling for them); the templates render them the same way whether transformers
+passes the ``None`` (5.0 to 5.22) or drops the key (5.23 and later).
+
 Divergences from the templates, on purpose:
 
 - message text that spells a control token is encoded as ordinary text;

@@ -1,7 +1,8 @@
 """DeepSeek-V3 / V3.1: parity with the official templates, loss weights, parsing, streaming.
 
-The oracle: transformers 5 drops ``content: None`` from messages inside
-``apply_chat_template`` and both DeepSeek templates then fail on every tool-call message
+The oracle: transformers 5.23 and later drop ``content: None`` from messages inside
+``apply_chat_template`` (5.0 to 5.22 pass it) and both DeepSeek templates then fail on every
+tool-call message
 (``'dict object' has no attribute 'content'``). Expected ids therefore come from the
 official template text (``tokenizer.chat_template`` of the hub cache) rendered by jinja2's
 ``ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)`` -- the environment

@@ -488,3 +488,29 @@ def test_a_trained_call_parses_back_to_the_values_it_was_given() -> None:
     example = r.build_supervised_example(_call_turn(arguments))
     (call,) = r.parse_response(example.tokens[example.weights > 0].tolist()).message.tool_calls
     assert call.parsed_arguments() == json.loads(arguments)
+
+
+# -- degenerate inputs -------------------------------------------------------------------------
+
+
+def test_degenerate_inputs_render_as_the_encoder_reads_them() -> None:
+    """``content: None`` is ``content or ""`` and ``tool_calls: []`` falsy in the encoder
+    (hand-written encoder text below); a ``None`` tool result is an empty one (the encoder
+    would format it as the text ``None``)."""
+    r = renderer()
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    user, again = {"role": "user", "content": "q"}, {"role": "user", "content": "again"}
+    head = "<｜begin▁of▁sentence｜><｜User｜>q<｜Assistant｜></think>"
+    tail = "<｜User｜>again<｜Assistant｜><think>"
+    tokenizer = tokenizer_for(MODEL)
+    for assistant, text in [
+        ({"role": "assistant", "content": None}, ""),
+        ({"role": "assistant", "content": None, "tool_calls": []}, ""),
+        ({"role": "assistant", "content": "Sunny.", "tool_calls": []}, "Sunny."),
+    ]:
+        expected = template_ids(tokenizer, f"{head}{text}<｜end▁of▁sentence｜>{tail}")
+        assert r.build_generation_prompt([user, assistant, again]) == expected
+    result = {"role": "tool", "tool_call_id": "c", "content": None}
+    messages = [user, {"role": "assistant", "content": None, "tool_calls": [call]}, result]
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.endswith("<｜User｜><tool_result></tool_result><｜Assistant｜><think>")

@@ -449,7 +449,7 @@ class TemplateRenderer(Renderer):
     def _needs_none_content(self) -> bool:
         """Whether a tool-calling message without text must have ``content: None`` rather
         than no ``content`` (the DeepSeek templates test ``content is none``; transformers
-        drops ``None`` and they fail)."""
+        5.23 and later drop ``None`` and they fail)."""
         probe = [PROBE_USER, PROBE_CALL_ONLY]
         marks = Marks(self.table, raw=True)
         try:
