@@ -105,6 +105,12 @@ calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>
 to tokens at token granularity: a token holding both the end of the marker and the
 answer's first characters belongs to both parts' spans.
 
+Prefill: after the generation prompt. V3: the answer (as ``continue_final_message``
+writes it; an R1-style ``<think>`` written in it is text the parser reads as the reasoning
+marker, as if sampled). V3.1: the answer after ``</think>``, or with ``thinking=True`` the
+reasoning after ``<think>``, which ``continue_final_message`` cannot express (the template
+drops every message's reasoning; its ``"content"`` form is the ``thinking=False`` prompt).
+
 Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
 ``{"a":1}``): both templates concatenate the arguments string into their text (an object
 there fails: ``+`` of text and a mapping), so the given text is what the model sees; a

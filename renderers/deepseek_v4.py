@@ -67,6 +67,9 @@ encoder, this renderer follows the encoder, and says so in tests: consecutive us
 messages are joined by a blank line (the oracle joins them directly) and tool results are
 put in the order of the calls (the oracle keeps the given order).
 
+Prefill: after the transition of the generation prompt: the reasoning after ``<think>`` in
+thinking mode, the answer after ``</think>`` in chat mode.
+
 Degenerate inputs: ``content: None`` is empty text and ``tool_calls: []`` no calls, as
 the encoder reads them (``content or ""``, ``if tool_calls``).
 

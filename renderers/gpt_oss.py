@@ -46,11 +46,16 @@ template does (dropped before the last answer; in the ``"harmony"`` dialect as
 openai-harmony does), and a *trained* turn whose analysis the dialect drops is a
 ``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it without).
 
+Prefill: ``<|channel|>{prefill_channel}<|message|>{prefill}`` after the generation
+prompt's ``<|start|>assistant``: the reasoning by default (``analysis``, which every gpt-oss
+turn starts with; ``continue_final_message="reasoning_content"`` writes the same), the
+answer with ``prefill_channel="final"`` (as ``continue_final_message="content"``).
+
 Options: ``reasoning_effort`` (low/medium/high), ``date`` (the ``Current date`` line:
 ``None`` means today's date as the template's ``strftime_now`` writes it; pass a fixed
 date for reproducible ids), ``model_identity``, ``knowledge_cutoff``, ``builtin_tools``,
 ``required_channels`` (the system message's ``# Valid channels`` line, as openai-harmony's
-``with_required_channels`` writes it) and ``dialect``:
+``with_required_channels`` writes it), ``prefill_channel`` and ``dialect``:
 
 - ``"template"`` (default): token-identical to the official Hugging Face template;
 - ``"harmony"``: token-identical to openai-harmony's rendering of the same conversation
@@ -95,7 +100,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -180,6 +185,11 @@ class GptOssOptions:
     turn before the conversation's last answer): ``"error"`` raises ``ValueError``,
     ``"drop"`` leaves it out. Analysis of untrained turns is rendered as the template
     does."""
+
+    prefill_channel: Literal["analysis", "final"] = "analysis"
+    """The channel a ``prefill`` opens after the generation prompt's
+    ``<|start|>assistant``: ``analysis`` (reasoning, which every gpt-oss turn starts with)
+    or ``final`` (the answer, skipping the reasoning)."""
 
     def __post_init__(self) -> None:
         # A list given for a list option is kept as a tuple (options are hashable).
@@ -648,6 +658,20 @@ class GptOssRenderer(Renderer):
 
     def _new_parser(self, options: GptOssOptions, events: bool) -> StreamParser:
         return _GptOssParser(self, events)
+
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: GptOssOptions) -> None:
+        """``<|channel|>{prefill_channel}<|message|>{prefill}`` after ``<|start|>assistant``."""
+        w.control(self.tokens.channel)
+        w.text(options.prefill_channel)
+        w.control(self.tokens.message)
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: GptOssOptions) -> list[int]:
+        tk = self.tokens
+        encode = self.table.encode
+        return [tk.channel, *encode(options.prefill_channel), tk.message, *encode(prefill)]
 
 
 def _effort(effort: str) -> str:

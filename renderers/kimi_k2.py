@@ -78,6 +78,11 @@ Divergences from the templates, on purpose:
   were sampled after: for ``train_on="all_assistant"`` on agentic transcripts, train
   from the sampled ids.
 
+Prefill: K2-Instruct's starts the answer after the generation prompt; K2-Thinking's
+starts the reasoning, ``<think>{prefill}`` (the model opens it first; the official
+template writes a final plain answer's reasoning as history, ``<think></think>``, so its
+``continue_final_message`` renders a tool-calling final message's reasoning only).
+
 Parsing (both models): parts in sampled order. The model may enter the tool-call section
 straight from reasoning without ``</think>`` (the section ends the thinking part); the
 section may be opened by the misspelled text ``<|tool_call_section_begin|>`` (not a
@@ -474,6 +479,16 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
             w.control(self.im_end, i)
         if add_generation_prompt:
             self._generation_prompt(w)
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        """A prefill starts the reasoning: ``<think>{prefill}`` after the prompt."""
+        assert self.think is not None
+        w.control(self.think)
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        assert self.think is not None
+        return [self.think, *self.table.encode(prefill)]
 
 
 def _reject_trained_reasoning(parts: list[Part], i: int) -> None:

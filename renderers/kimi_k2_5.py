@@ -35,6 +35,11 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   tokenizer's code, as Rust and other non-Python servers do, and what tml-renderers
   writes.
 
+Prefill: after the generation prompt: the reasoning after its ``<think>``, or with
+``thinking=False`` the answer after ``<think></think>`` (as ``continue_final_message``
+writes a final answer; the template writes the reasoning of a final plain answer as
+history, so ``"reasoning_content"`` renders only a tool-calling final message's).
+
 Degenerate inputs (``content: None``, ``tool_calls: []``, empty and ``None`` tool results)
 render as the template renders them.
 

@@ -38,6 +38,13 @@ Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
 the arguments text into an object before templating (vLLM) makes the template write
 ``tojson`` of it: the same text whenever the given text is in that form.
 
+Prefill (``build_generation_prompt(..., prefill=text)``): with thinking on, the prefill
+starts the reasoning, ``<think>⏎{prefill}`` after the generation prompt (the opener the
+model samples first), as ``continue_final_message="reasoning_content"`` writes it; with
+``enable_thinking=False`` it starts the answer after the prompt's empty think block, as
+``continue_final_message="content"`` writes it. (With thinking on the latter writes a
+final answer with an empty think block: that is the ``enable_thinking=False`` prompt.)
+
 Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
 ``None`` tool result an empty one (what vLLM hands a template; our message model has no
 other spelling for them); the template renders them the same way whether transformers
@@ -312,6 +319,21 @@ class Qwen3Renderer(Renderer):
                 previous = TOOL_CALL
         w.control(self.im_end, i, True)
         w.text("\n", i)
+
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Qwen3Options) -> None:
+        """With thinking on a prefill starts the reasoning (``<think>⏎{prefill}``, as the
+        model opens it); with it off it follows the prompt's empty think block."""
+        if options.enable_thinking:
+            w.control(self.think)
+            prefill = "\n" + prefill
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Qwen3Options) -> list[int]:
+        if options.enable_thinking:
+            return [self.think, *self.table.encode("\n" + prefill)]
+        return self.table.encode(prefill)
 
     # -- parsing ------------------------------------------------------------------------
 

@@ -76,6 +76,12 @@ line (not a newline) between text and the first call; nested argument values as
 inline-reasoning convention; ``preserve_thinking`` history blocks written with the
 template's newlines.
 
+Prefill: after the generation prompt, which opens the think block (the prefill starts the
+reasoning, as ``continue_final_message="reasoning_content"`` writes it) or, with
+``enable_thinking=False``, closes an empty one (the answer, as
+``continue_final_message="content"`` writes it; with thinking on that writes the answer
+after an empty think block, the ``enable_thinking=False`` prompt).
+
 Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
 ``None`` tool result an empty one (what vLLM hands a template; our message model has no
 other spelling for them); the templates render them the same way whether transformers

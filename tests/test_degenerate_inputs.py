@@ -23,7 +23,6 @@ something else (``differs``: the template's garbage, e.g. DeepSeek-V3.1's stray
 from __future__ import annotations
 
 import copy
-import datetime
 import functools
 import json
 from collections.abc import Callable
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import transformers.utils.chat_template_utils as chat_template_utils
 from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
 
 from renderers import Renderer, get_renderer
@@ -273,16 +271,7 @@ TEMPLATE: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """gpt-oss's template writes today's date (``strftime_now``): 2025-06-28 here."""
-
-    class FixedDateTime(datetime.datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> FixedDateTime:
-            return cls(2025, 6, 28, 12, 0, 0)
-
-    monkeypatch.setattr(chat_template_utils, "datetime", FixedDateTime)
+pytestmark = pytest.mark.usefixtures("fixed_clock")  # gpt-oss writes today's date
 
 
 PARAMS = [

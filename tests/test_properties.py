@@ -2029,3 +2029,43 @@ def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
     assert parser.finish() == batch
     texts = [p.text for p in batch.message.parts if isinstance(p, (TextPart, ThinkingPart))]
     assert text.strip() in "".join(texts)
+
+
+@spec_param
+@given(data=st.data())
+def test_a_prefill_parses_as_the_ids_it_writes_followed_by_the_completion(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """``prefill=text`` reads what the format writes for it (``_prefill_ids``) before the
+    completion: the result of parsing those ids then the completion, with spans and issue
+    positions counted from the completion's first id; one shot, token by token and in
+    random chunks alike."""
+    r = spec.renderer()
+    text = data.draw(strategies.text.filter(bool))
+    if data.draw(st.booleans()):
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    else:
+        ids = data.draw(_token_soup(r))
+    before = r._prefill_ids(text, r.options)
+    whole = r.parse_response(before + ids)
+    result = r.parse_response(ids, prefill=text)
+    k = len(before)
+    assert result.message == whole.message
+    assert result.termination == whole.termination
+    assert (result.stop_token_id, result.trailing_ids) == (whole.stop_token_id, whole.trailing_ids)
+    assert result.spans == tuple((max(a - k, 0), max(b - k, 0)) for a, b in whole.spans)
+    assert [(max(i.position - k, 0), i.message) for i in whole.issues] == [
+        (i.position, i.message) for i in result.issues
+    ]
+    parser = r.stream_parser(prefill=text)
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == result
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+    parser = r.stream_parser(prefill=text)
+    previous = 0
+    for cut in [*cuts, len(ids)]:
+        parser.feed(ids[previous:cut])
+        previous = cut
+    assert parser.finish() == result
+    count(f"prefill == its ids then the completion [{spec!r}]")

@@ -20,6 +20,11 @@ follows the ``reasoning`` option of every renderer (refused, or dropped with ``"
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
 (:mod:`~renderers.template.parsers`).
+
+**Prefill** follows the generation prompt as the template writes it: it starts the
+reasoning exactly when that prompt opens it (a Qwen3-style template with thinking on does
+not: there the prefill is text before the model's own ``<think>``; the model's renderer
+opens the reasoning first), and a Harmony template's prefill is gpt-oss's.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.writer import TokenWriter
 from renderers.example import SupervisedExample
+from renderers.gpt_oss import GptOssRenderer
 from renderers.kimi_k2 import deep_sort
-from renderers.rendering import Renderer, TrainOn, selected_messages
+from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
 from renderers.template.environment import (
     TemplateError,
@@ -246,11 +253,21 @@ class TemplateRenderer(Renderer):
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        prefill: str | None = None,
         **options: Any,
     ) -> list[int]:
-        """The template's generation prompt, message text as ordinary text."""
-        kwargs = self._with_options(self.options, options).kwargs
-        return self._ids(coerce_messages(messages), tools, kwargs, True)
+        """The template's generation prompt, message text as ordinary text; ``prefill``
+        after it (see :meth:`Renderer.build_generation_prompt`: here the prefill follows
+        the prompt as the template writes it, so it starts the reasoning exactly when that
+        prompt opens it; a Harmony template's prefill is gpt-oss's)."""
+        chosen = self._with_options(self.options, options)
+        rendering = self._rendering(coerce_messages(messages), tools, chosen.kwargs, True)
+        writer = rendering.writer(self.table)
+        prefill = checked_prefill(prefill)
+        if prefill:
+            self._write_prefill(writer, prefill, chosen)
+        return writer.ids()
 
     def differences(
         self,
@@ -602,9 +619,31 @@ class TemplateRenderer(Renderer):
     ) -> ParseResult:
         if self._parsing is None:
             raise ValueError("cannot parse completions: pass spec=FormatSpec(...)")
-        parser = self._parsing.parser(False, *self._reasoning_start(prompt_ids))
+        rest = dict(options)
+        prefill = checked_prefill(rest.pop("prefill", None))
+        chosen = self._with_options(self.options, rest)
+        parser = self._parsing.parser(
+            False,
+            *self._reasoning_start(prompt_ids),
+            calls_end_reasoning=chosen.drafted_calls == "call",
+        )
+        if prefill:
+            parser.read_before(self._prefill_ids(prefill, chosen))
         parser.feed(completion_ids)
         return parser.finish()
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        delegate = self._parsing.delegate if self._parsing is not None else None
+        if isinstance(delegate, GptOssRenderer):  # after the prompt's <|start|>assistant
+            delegate._write_prefill(w, prefill, delegate.options)
+        else:
+            w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        delegate = self._parsing.delegate if self._parsing is not None else None
+        if isinstance(delegate, GptOssRenderer):
+            return delegate._prefill_ids(prefill, delegate.options)
+        return self.table.encode(prefill)
 
     # -- multi-turn rollouts ----------------------------------------------------------------
 
@@ -639,14 +678,21 @@ class TemplateRenderer(Renderer):
         new_messages: list[Message],
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
+        prefill: str | None = None,
     ) -> list[int]:
-        kwargs = self._with_options(self.options, options).kwargs
+        chosen = self._with_options(self.options, options)
+        kwargs = chosen.kwargs
         messages = [*history, *new_messages]
         rendering, owners = self._attributed(messages, tools, kwargs, True)
         ids = rendering.writer(self.table).ids()
         t = len(history) - 1
         _, end = self._turn_span(messages, t, tools, kwargs, ids, owners, strict=False)
-        return ids[end:]
+        if not prefill:
+            return ids[end:]
+        # The prefill joins the prompt's last text, as build_generation_prompt writes it.
+        full = self.build_generation_prompt(messages, tools, prefill=prefill, **options)
+        assert full[:end] == ids[:end], "a prefill changed the ids before the prompt"
+        return full[end:]
 
 
 def _templates(value: Any) -> dict[str, str]:
