@@ -88,6 +88,9 @@ Divergences from the templates, on purpose:
   templates write any string verbatim);
 - a call without an id, a result without ``tool_call_id`` and a trained call whose id
   does not name its function are errors (above);
+- a ``None`` tool result is an empty one (the template ``tokenizer_config.json`` embeds
+  writes the text ``None`` when transformers 5.0 to 5.22 pass it through); ``content:
+  None`` and ``tool_calls: []`` render as the templates render them;
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
   ``reasoning_content``: a thinking item of list content has no ``text`` and is written as
@@ -97,6 +100,11 @@ Divergences from the templates, on purpose:
 - assistant parts in a non-canonical order (``[text, tool call, text]``,
   ``[thinking, text, thinking]``) are written in that order with the same markers, so
   parsed messages render back.
+
+Prefill: K2-Instruct's starts the answer after the generation prompt; K2-Thinking's
+starts the reasoning, ``<think>{prefill}`` (the model opens it first; the official
+template writes a final plain answer's reasoning as history, ``<think></think>``, so its
+``continue_final_message`` renders a tool-calling final message's reasoning only).
 
 Parsing (both models): parts in sampled order. The model may enter the tool-call section
 straight from reasoning without ``</think>`` (the section ends the thinking part); the
@@ -513,6 +521,16 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
         assistant = Message("assistant", [ToolCallPart("f", "{}") for _ in range(calls)])
         results = [Message("tool", "") for _ in range(calls)]
         return [Message("user", ""), assistant, *results]
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        """A prefill starts the reasoning: ``<think>{prefill}`` after the prompt."""
+        assert self.think is not None
+        w.control(self.think)
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        assert self.think is not None
+        return [self.think, *self.table.encode(prefill)]
 
 
 def _reject_trained_reasoning(parts: list[Part], i: int) -> None:

@@ -17,7 +17,9 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   starts inside the reasoning (the parser starts in the thinking state);
   ``thinking=False`` closes the block in the prompt (``<think></think>``).
 - **Tool calls** carry the caller's id (``tool_calls[k].id``, required), written as is;
-  a tool result names the call it answers with its ``tool_call_id`` (required).
+  a tool result names the call it answers with its ``tool_call_id`` (required). The
+  arguments are written as the text given, verbatim, as the template writes a string
+  (an object it writes as ``tojson``, which is what a dict given as arguments becomes).
 - **Reasoning**: every assistant turn up to and including the conversation's last
   assistant message without tool calls is history, written ``<think></think>{text}``
   (its reasoning dropped); later turns keep theirs. ``preserve_thinking=True`` keeps
@@ -32,6 +34,14 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   separators, keys deep-sorted): what the template writes when it is rendered without the
   tokenizer's code, as Rust and other non-Python servers do, and what tml-renderers
   writes.
+
+Prefill: after the generation prompt: the reasoning after its ``<think>``, or with
+``thinking=False`` the answer after ``<think></think>`` (as ``continue_final_message``
+writes a final answer; the template writes the reasoning of a final plain answer as
+history, so ``"reasoning_content"`` renders only a tool-calling final message's).
+
+Degenerate inputs (``content: None``, ``tool_calls: []``, empty and ``None`` tool results)
+render as the template renders them.
 
 A supervised example renders the trained (last) turn after the generation prompt of the
 messages before it, exactly as the model samples it, reasoning kept; the template would

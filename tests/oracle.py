@@ -158,3 +158,69 @@ def kimi_template_text(
         **kwargs,
     )
     return text
+
+
+def trl_template(name: str) -> str:
+    """A chat template TRL keeps byte for byte (``trl/chat_templates/{name}.jinja``; see
+    that directory's README for each file's origin), for models whose template is not in
+    the hub cache (Qwen3.5: ``qwen3_5_think``, Qwen3.8: ``qwen3_8``). Read from the
+    installed package without importing it (TRL imports PyTorch); the test skips where TRL
+    (the integration extra, which CI installs) is missing."""
+    import importlib.util
+
+    import pytest
+
+    found = importlib.util.find_spec("trl")
+    if found is None or found.origin is None:
+        pytest.skip("TRL (the integration extra) holds the official Qwen3.5/3.8 templates")
+    path = Path(found.origin).parent / "chat_templates" / f"{name}.jinja"
+    return path.read_text("utf-8")
+
+
+def template_text(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    **kwargs: Any,
+) -> str:
+    """``apply_chat_template(tokenize=False)`` of a chat template given as text, for a
+    tokenizer transformers cannot load (tml-renderers' stand-ins): transformers' own message
+    normalisation (keys whose value is ``None`` dropped) and ``render_jinja_template``
+    (``continue_final_message`` included)."""
+    from transformers.utils.chat_template_utils import (
+        _normalize_chat_messages,
+        render_jinja_template,
+    )
+
+    rendered, _ = render_jinja_template(
+        [_normalize_chat_messages(messages)],
+        tools=tools,
+        chat_template=template,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
+    )
+    text: str = rendered[0]
+    return text
+
+
+def server_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as vLLM hands it to a chat template (``_postprocess_messages`` in
+    ``vllm/entrypoints/chat_utils.py`` at vllm-project/vllm
+    bd5ec6d50b83652c21a570b81c1fb5219a6ebf76): each call's arguments text parsed into an
+    object (``""`` and ``None`` as ``{}``), an empty ``tool_calls`` list removed."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        if m.get("role") != "assistant" or not isinstance(m.get("tool_calls"), list):
+            continue
+        if not m["tool_calls"]:
+            del m["tool_calls"]
+            continue
+        for call in m["tool_calls"]:
+            arguments = call["function"].get("arguments")
+            if not arguments:
+                call["function"]["arguments"] = {}
+            elif not isinstance(arguments, (dict, list)):
+                call["function"]["arguments"] = json.loads(arguments)
+    return out

@@ -51,7 +51,6 @@ from renderers.core.messages import Part, coerce_messages
 from renderers.core.parsing import (
     StreamParser,
     TextDelta,
-    json_object_members,
     sampled_text_ids,
 )
 from renderers.kimi_k2 import tool_name_from_id
@@ -771,14 +770,15 @@ GPT_OSS_DATE = (("date", "2025-06-01"),)
 # -- Qwen3.5 / Qwen3.8 ------------------------------------------------------------------------
 
 
-def _xml_value(value: Any, raw: str, python_scalars: bool) -> str:
-    """The text a Qwen3.5/3.8 parameter holds (documented): strings as is, Qwen3.5's
-    booleans and null as Python prints them, other values as given."""
+def _xml_value(value: Any, python_scalars: bool) -> str:
+    """The text a Qwen3.5/3.8 parameter holds (documented: the template's writing of the
+    parsed value): strings as is, Qwen3.5's other scalars as Python prints them
+    (``|string``), other values as ``tojson``."""
     if isinstance(value, str):
         return value
-    if python_scalars and (value is None or isinstance(value, bool)):
+    if python_scalars and not isinstance(value, (dict, list)):
         return str(value)
-    return raw
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _json_or_string(text: str) -> str:
@@ -798,8 +798,8 @@ def _xml_call(p: Part, python_scalars: bool) -> Part | None:
         return UnparsedToolCallPart(_nfc(p.raw), "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
-        key, text = _nfc(key), _nfc(_xml_value(value, raw, python_scalars))
+    for key, value in json.loads(p.arguments).items():
+        key, text = _nfc(key), _nfc(_xml_value(value, python_scalars))
         if ">" in key or "\n" in key or "</parameter>" in text:
             return None
         members.append(json.dumps(key, ensure_ascii=False) + ": " + _json_or_string(text))
@@ -891,17 +891,19 @@ _DSML = "｜DSML｜"
 
 
 def _dsml_call(p: Part) -> Part | None:
-    """An ``invoke`` with one parameter per argument (string values flagged, the others
-    as given); ``None`` when a key cannot be read back (a quote or a newline)."""
+    """An ``invoke`` with one parameter per argument (string values flagged, the others as
+    the encoder's ``to_json`` writes the parsed value); ``None`` when a key cannot be read
+    back (a quote or a newline)."""
     if type(p) is UnparsedToolCallPart:
         return UnparsedToolCallPart(p.raw, "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
+    for key, value in json.loads(p.arguments).items():
         if '"' in key or "\n" in key:
             return None
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else raw
-        members.append(json.dumps(key, ensure_ascii=False) + ": " + text)
+        members.append(
+            json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+        )
     return ToolCallPart(p.name, "{" + ", ".join(members) + "}")
 
 
@@ -964,7 +966,8 @@ DSV4_UNPARSED = strategies.text.map(
 
 def dsv4_messages() -> st.SearchStrategy[Message]:
     call = st.one_of(
-        strategies.tool_call_parts(), st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?"))
+        strategies.tool_call_parts(any_spelling=True),
+        st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?")),
     )
     part = st.one_of(strategies.thinking_parts(), strategies.text_parts(), call)
     return st.lists(part, max_size=6).map(lambda ps: Message("assistant", ps))
@@ -1006,11 +1009,20 @@ def _query_last(conversation: list[dict[str, Any]]) -> bool:
 # -- the specs -----------------------------------------------------------------------------
 
 QWEN3_MESSAGES = strategies.assistant_messages()
+QWEN35_MESSAGES = strategies.assistant_messages(any_spelling=True)
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
+    Spec(
+        "qwen3",
+        "Qwen/Qwen3-8B",
+        (("drafted_calls", "call"),),
+        QWEN3_MESSAGES,
+        qwen3_canonical,
+        QWEN3,
+    ),
     Spec(
         "qwen3",
         "Qwen/Qwen3-8B",
@@ -1110,7 +1122,7 @@ SPECS = [
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1119,7 +1131,7 @@ SPECS = [
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (("enable_thinking", False),),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1129,7 +1141,16 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
+        qwen35_canonical(inline=False, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
+    Spec(
+        "qwen3.8",
+        "Qwen/Qwen3.8-27B",
+        (("drafted_calls", "call"),),
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1138,7 +1159,7 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (("enable_thinking", False), ("preserve_thinking", False)),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -2029,3 +2050,43 @@ def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
     assert parser.finish() == batch
     texts = [p.text for p in batch.message.parts if isinstance(p, (TextPart, ThinkingPart))]
     assert text.strip() in "".join(texts)
+
+
+@spec_param
+@given(data=st.data())
+def test_a_prefill_parses_as_the_ids_it_writes_followed_by_the_completion(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """``prefill=text`` reads what the format writes for it (``_prefill_ids``) before the
+    completion: the result of parsing those ids then the completion, with spans and issue
+    positions counted from the completion's first id; one shot, token by token and in
+    random chunks alike."""
+    r = spec.renderer()
+    text = data.draw(strategies.text.filter(bool))
+    if data.draw(st.booleans()):
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    else:
+        ids = data.draw(_token_soup(r))
+    before = r._prefill_ids(text, r.options)
+    whole = r.parse_response(before + ids)
+    result = r.parse_response(ids, prefill=text)
+    k = len(before)
+    assert result.message == whole.message
+    assert result.termination == whole.termination
+    assert (result.stop_token_id, result.trailing_ids) == (whole.stop_token_id, whole.trailing_ids)
+    assert result.spans == tuple((max(a - k, 0), max(b - k, 0)) for a, b in whole.spans)
+    assert [(max(i.position - k, 0), i.message) for i in whole.issues] == [
+        (i.position, i.message) for i in result.issues
+    ]
+    parser = r.stream_parser(prefill=text)
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == result
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+    parser = r.stream_parser(prefill=text)
+    previous = 0
+    for cut in [*cuts, len(ids)]:
+        parser.feed(ids[previous:cut])
+        previous = cut
+    assert parser.finish() == result
+    count(f"prefill == its ids then the completion [{spec!r}]")

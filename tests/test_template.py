@@ -288,10 +288,16 @@ def test_options_are_the_templates_keyword_arguments(qwen3_generic: TemplateRend
     assert off == hf_template_ids(
         tokenizer_for(QWEN3), messages, add_generation_prompt=True, enable_thinking=False
     )
-    # The template reads enable_thinking; reasoning is the library's rule, every renderer's.
-    assert qwen3_generic.option_names == ("enable_thinking", "reasoning")
+    # The template reads enable_thinking; reasoning is the library's rule, every renderer's,
+    # and drafted_calls its parsing choice.
+    assert qwen3_generic.option_names == ("drafted_calls", "enable_thinking", "reasoning")
     with pytest.raises(TypeError, match=r"option reasoning: expected 'error' or 'drop'"):
         qwen3_generic.build_generation_prompt(messages, reasoning="keep")
+    with pytest.raises(TypeError, match=r"option drafted_calls: expected 'reasoning' or 'call'"):
+        qwen3_generic.build_generation_prompt(messages, drafted_calls="yes")
+    assert TemplateRenderer(tokenizer_for(QWEN3), drafted_calls="call").changed_options() == {
+        "drafted_calls": "call"
+    }
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'thinking' .*enable_thinking"):
         qwen3_generic.build_generation_prompt(messages, thinking=True)
     r = TemplateRenderer(tokenizer_for(QWEN3), enable_thinking=False)
