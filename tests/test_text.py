@@ -52,9 +52,11 @@ def content(parts: list[TextPart | ThinkingPart]) -> str:
     return "".join(p.text for p in parts if type(p) is TextPart)
 
 
-def stream(text: str, style: object, cuts: list[int]) -> tuple[list, tuple, list]:
+def stream(
+    text: str, style: object, cuts: list[int], whitespace: str = "tidy"
+) -> tuple[list, tuple, list]:
     """Feed ``text`` cut at ``cuts``; returns (parts, issues, events)."""
-    splitter = ReasoningSplitter(style)  # type: ignore[arg-type]
+    splitter = ReasoningSplitter(style, whitespace=whitespace)  # type: ignore[arg-type]
     events = []
     prev = 0
     for cut in [*sorted(cuts), len(text)]:
@@ -64,8 +66,8 @@ def stream(text: str, style: object, cuts: list[int]) -> tuple[list, tuple, list
     return list(splitter.parts), splitter.issues, events
 
 
-def batch(text: str, style: object) -> tuple[list, tuple]:
-    splitter = ReasoningSplitter(style)  # type: ignore[arg-type]
+def batch(text: str, style: object, whitespace: str = "tidy") -> tuple[list, tuple]:
+    splitter = ReasoningSplitter(style, whitespace=whitespace)  # type: ignore[arg-type]
     splitter.feed(text)
     splitter.finish()
     return list(splitter.parts), splitter.issues
@@ -117,10 +119,15 @@ def gap(runs: list[str], at_start: bool, at_end: bool) -> str:
 
 
 def reference_split(
-    text: str, pairs: list[tuple[str, str]], forced: bool = False, implicit: tuple[str, ...] = ()
+    text: str,
+    pairs: list[tuple[str, str]],
+    forced: bool = False,
+    implicit: tuple[str, ...] = (),
+    keep: bool = False,
 ) -> tuple[list, list[int]]:
     """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only);
-    ``implicit`` markers also end a block and stay in the text."""
+    ``implicit`` markers also end a block and stay in the text. ``keep``: the content is
+    the text between blocks exactly (``whitespace="keep"``)."""
     low = text.lower()
     pairs = [(o.lower(), c.lower()) for o, c in pairs]
     implicit = tuple(t.lower() for t in implicit)
@@ -162,6 +169,8 @@ def reference_split(
         if k < 0:
             break
         pos = block(i + len(pairs[k][0]), pairs[k][1])
+    if keep:
+        return _kept_parts(segments), strays
     # content and blocks in order; whitespace next to blocks is collected into gaps
     items: list = []  # str (content without whitespace at block sides) or ThinkingPart
     runs: list[str] | None = None  # the open gap's whitespace runs
@@ -210,6 +219,26 @@ def reference_split(
     if "".join(current):
         parts.append(TextPart("".join(current)))
     return parts, strays
+
+
+def _kept_parts(segments: list[tuple[str, str, bool]]) -> list:
+    """Parts of ``segments`` when the content is kept exactly: text between blocks
+    without a part joins into one text part."""
+    parts: list = []
+    current = ""
+    for kind, s, complete in segments:
+        if kind == "text":
+            current += s
+            continue
+        thinking = s.strip(WS)
+        if thinking or not complete:
+            if current:
+                parts.append(TextPart(current))
+            current = ""
+            parts.append(ThinkingPart(thinking, incomplete=not complete))
+    if current:
+        parts.append(TextPart(current))
+    return parts
 
 
 KIMI_K2_SECTION = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
@@ -418,13 +447,13 @@ def test_text_without_tags_is_unchanged(text):
         assert split_reasoning(text, style) == expected
 
 
-@given(texts, st.sampled_from(list(PLAIN_REFERENCE)))
+@given(texts, st.sampled_from(list(PLAIN_REFERENCE)), st.sampled_from(["tidy", "keep"]))
 @SETTINGS
-def test_batch_equals_reference_for_plain_styles(text, style):
+def test_batch_equals_reference_for_plain_styles(text, style, whitespace):
     assume("<thinking" not in text.lower())
     pairs, forced, implicit = PLAIN_REFERENCE[style]
-    parts, issues = batch(text, style)
-    expected, strays = reference_split(text, pairs, forced, implicit)
+    parts, issues = batch(text, style, whitespace)
+    expected, strays = reference_split(text, pairs, forced, implicit, whitespace == "keep")
     assert parts == expected
     assert [i.position for i in issues if "closing tag" in i.message] == strays
 
@@ -453,15 +482,16 @@ SAMPLES = [
 ]
 
 
+@pytest.mark.parametrize("whitespace", ["tidy", "keep"])
 @pytest.mark.parametrize(("style", "text"), SAMPLES)
-def test_streaming_equals_batch_at_every_split_point(style, text):
-    parts, issues = batch(text, style)
+def test_streaming_equals_batch_at_every_split_point(style, text, whitespace):
+    parts, issues = batch(text, style, whitespace)
     for cut in range(len(text) + 1):
-        got_parts, got_issues, events = stream(text, style, [cut])
+        got_parts, got_issues, events = stream(text, style, [cut], whitespace)
         assert got_parts == parts, cut
         assert got_issues == issues, cut
         check_events(events, parts)
-    got_parts, got_issues, events = stream(text, style, list(range(len(text))))
+    got_parts, got_issues, events = stream(text, style, list(range(len(text))), whitespace)
     assert (got_parts, got_issues) == (parts, issues)
     check_events(events, parts)
 
@@ -480,13 +510,14 @@ attribute_fragments = st.sampled_from(
     st.sampled_from(
         ["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>"), *SERVER_NAMES]
     ),
+    st.sampled_from(["tidy", "keep"]),
     st.data(),
 )
 @SETTINGS
-def test_streaming_equals_batch_at_random_splits(text, style, data):
+def test_streaming_equals_batch_at_random_splits(text, style, whitespace, data):
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
-    parts, issues = batch(text, style)
-    got_parts, got_issues, events = stream(text, style, cuts)
+    parts, issues = batch(text, style, whitespace)
+    got_parts, got_issues, events = stream(text, style, cuts, whitespace)
     assert got_parts == parts
     assert got_issues == issues
     check_events(events, parts)
@@ -509,6 +540,41 @@ def test_content_is_emitted_unless_it_may_start_a_tag(text):
         held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
         assert emitted == text[: i + 1 - held].rstrip(WS)  # whitespace waits for a block
         assert splitter.held == held
+
+
+@given(texts)
+@SETTINGS
+def test_kept_content_is_emitted_unless_it_may_start_a_tag(text):
+    """With ``whitespace="keep"`` content lags the input only by a tag prefix: the
+    whitespace before a tag that is still arriving is out already."""
+    low = text.lower()
+    assume(not any(t in low for t in TAGS))
+    splitter = ReasoningSplitter("auto", whitespace="keep")
+    emitted = ""
+    for i, ch in enumerate(text):
+        emitted += "".join(e.text for e in splitter.feed(ch) if type(e) is TextDelta)
+        prefix = low[: i + 1]
+        held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
+        assert emitted == text[: i + 1 - held]
+        assert splitter.held == held
+
+
+BLOCKS = {  # a block of each style, as a regex over the whole text (no forced style)
+    "think": r"<think>.*?(?:</think>|\Z)",
+    "kimi": r"◁think▷.*?(?:◁/think▷|\Z)",
+    "auto": r"<think>.*?(?:</think>|\Z)|◁think▷.*?(?:◁/think▷|\Z)",
+    "kimi_k2": r"<think>.*?(?:</think>|(?=<\|tool_calls?_section_begin\|>)|\Z)",
+}
+
+
+@given(texts, st.sampled_from(list(BLOCKS)))
+@SETTINGS
+def test_kept_content_is_the_text_with_the_blocks_cut_out(text, style):
+    """``whitespace="keep"``: the content is the text with each block (tags and body)
+    cut out and nothing else changed."""
+    assume("<thinking" not in text.lower())
+    parts = split_reasoning(text, style, whitespace="keep")
+    assert content(parts) == re.sub(BLOCKS[style], "", text, flags=re.S | re.I)
 
 
 def test_thought_attribute_streams_before_the_tag_closes():

@@ -31,17 +31,20 @@ the two agree for every way of splitting the text):
   is a thinking part marked ``incomplete``; a cut-off tag prefix (``<thi``) is content.
 - Forced styles: the text is inside a block from its first character until the first
   closing tag; later blocks are recognised normally. Empty input yields no parts.
-- Whitespace (:mod:`renderers.text.whitespace`): a block at the start or the end of the
-  content takes the whitespace between it and that edge along; between content a gap
-  leaves the whitespace run with the most line breaks. Text without blocks comes back
+- Whitespace (``whitespace=``, :mod:`renderers.text.whitespace`): by default
+  (``"tidy"``) a block at the start or the end of the content takes the whitespace
+  between it and that edge along; between content a gap leaves the whitespace run with
+  the most line breaks. ``"keep"`` leaves the text on both sides of a block exactly as
+  written (``"a <think>x</think> b"`` gives ``"a  b"``). Text without blocks comes back
   identical.
 
 Streaming (:class:`ReasoningSplitter`): ``feed(chunk)`` returns the events the chunk made
 (:class:`~renderers.core.parsing.PartStarted`, :class:`~renderers.core.parsing.TextDelta`,
 :class:`~renderers.core.parsing.PartFinished` with the final part). Text is emitted as
 soon as it cannot change: held back are a possible tag prefix (at most one tag's length),
-an undecided ``<thinking …`` tag, and whitespace at the end of the content or reasoning
-until the next character decides it. Work is linear in the input.
+an undecided ``<thinking …`` tag, and whitespace at the end of the reasoning, or of the
+content in ``"tidy"`` mode, until the next character decides it. Work is linear in the
+input.
 
 ``"auto"`` in streaming cannot recognise forced reasoning — that needs to see a
 ``</think>`` that may come megabytes later, after the text was already emitted as
@@ -76,6 +79,7 @@ from renderers.text.styles import (
     resolve_style,
 )
 from renderers.text.thought import DEFAULT_CONFIDENCE, confidence, thought_type
+from renderers.text.whitespace import WHITESPACE, Whitespace
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -85,10 +89,12 @@ __all__ = [
     "THINKING_TAG",
     "THINK_FORCED",
     "THINK_KIMI_K2",
+    "WHITESPACE",
     "ReasoningPart",
     "ReasoningSplitter",
     "StyleSpec",
     "TagStyle",
+    "Whitespace",
     "confidence",
     "decode_entities",
     "iter_split",

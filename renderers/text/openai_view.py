@@ -9,6 +9,7 @@ from renderers.core.messages import ThinkingPart
 from renderers.text.events import ReasoningPart
 from renderers.text.splitter import split_reasoning
 from renderers.text.styles import StyleSpec
+from renderers.text.whitespace import Whitespace
 
 __all__ = ["openai_fields", "split_reasoning_openai"]
 
@@ -35,6 +36,8 @@ def openai_fields(parts: Iterable[ReasoningPart]) -> dict[str, str | None]:
     }
 
 
-def split_reasoning_openai(text: str, style: StyleSpec = "auto") -> dict[str, str | None]:
+def split_reasoning_openai(
+    text: str, style: StyleSpec = "auto", *, whitespace: Whitespace = "tidy"
+) -> dict[str, str | None]:
     """:func:`openai_fields` of :func:`~renderers.text.splitter.split_reasoning`."""
-    return openai_fields(split_reasoning(text, style))
+    return openai_fields(split_reasoning(text, style, whitespace=whitespace))

@@ -19,7 +19,7 @@ from renderers.text.events import PartStream, ReasoningPart
 from renderers.text.styles import StyleSpec, resolve_style
 from renderers.text.tags import MATCH, MORE, NO, compile_styles
 from renderers.text.thought import attribute_problems
-from renderers.text.whitespace import ContentWhitespace, ReasoningTrim
+from renderers.text.whitespace import ReasoningTrim, Whitespace, content_whitespace
 
 __all__ = ["ReasoningSplitter", "iter_split", "split_reasoning"]
 
@@ -34,6 +34,10 @@ class ReasoningSplitter:
     :func:`split_reasoning` on the whole text. After :meth:`finish`, :attr:`parts` holds
     every part and :attr:`issues` the problems seen (stray closing tags, unterminated
     blocks, malformed or dropped attributes), positioned by character offset in the text.
+
+    ``whitespace`` decides the content around a removed block
+    (:mod:`renderers.text.whitespace`): ``"tidy"`` (the default) leaves natural text,
+    ``"keep"`` leaves the text on both sides exactly as written.
     """
 
     __slots__ = (
@@ -53,8 +57,9 @@ class ReasoningSplitter:
         "_trim",
     )
 
-    def __init__(self, style: StyleSpec = "auto") -> None:
+    def __init__(self, style: StyleSpec = "auto", *, whitespace: Whitespace = "tidy") -> None:
         self._tags = compile_styles(resolve_style(style))
+        self._content = content_whitespace(whitespace)
         self._buf = ""
         self._base = 0  # offset of _buf[0] in the whole text
         self._total = 0
@@ -62,7 +67,6 @@ class ReasoningSplitter:
         self._finished = False
         self._issues: list[ParseIssue] = []
         self._out = PartStream()
-        self._content = ContentWhitespace()
         self._trim = ReasoningTrim()
         self._tag: AttributeTag | None = None
         self._mode = _CONTENT
@@ -115,7 +119,7 @@ class ReasoningSplitter:
     def held(self) -> int:
         """Characters received but not yet turned into events because a tag may start
         there (a tag prefix, an undecided ``<thinking`` tag). Whitespace waiting at the end
-        of the content or of the reasoning is not counted."""
+        of the content (``whitespace="tidy"``) or of the reasoning is not counted."""
         return len(self._buf) + (self._tag.held if self._tag is not None else 0)
 
     # -- driving -------------------------------------------------------------------------
@@ -270,22 +274,27 @@ class ReasoningSplitter:
         self._issues.append(ParseIssue(offset, message))
 
 
-def split_reasoning(text: str, style: StyleSpec = "auto") -> list[ReasoningPart]:
+def split_reasoning(
+    text: str, style: StyleSpec = "auto", *, whitespace: Whitespace = "tidy"
+) -> list[ReasoningPart]:
     """Split ``text`` into ordered thinking and text parts (see :mod:`renderers.text`).
 
     ``"".join`` of the text parts is the clean content; an unterminated block at the end
     is a :class:`~renderers.core.messages.ThinkingPart` with ``incomplete=True``.
+    ``whitespace="keep"`` keeps the text around removed blocks exactly.
     """
-    splitter = ReasoningSplitter(style)
+    splitter = ReasoningSplitter(style, whitespace=whitespace)
     splitter.feed(text)
     splitter.finish()
     return list(splitter.parts)
 
 
-def iter_split(chunks: Iterable[str], style: StyleSpec = "auto") -> Iterator[Event]:
+def iter_split(
+    chunks: Iterable[str], style: StyleSpec = "auto", *, whitespace: Whitespace = "tidy"
+) -> Iterator[Event]:
     """Events for text arriving in ``chunks`` (e.g. lines or reads of a pipe), ending
     with those of :meth:`ReasoningSplitter.finish`."""
-    splitter = ReasoningSplitter(style)
+    splitter = ReasoningSplitter(style, whitespace=whitespace)
     for chunk in chunks:
         yield from splitter.feed(chunk)
     yield from splitter.finish()
