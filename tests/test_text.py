@@ -26,6 +26,7 @@ from renderers.text import (
     THINKING_TAG,
     ReasoningSplitter,
     TagStyle,
+    Thought,
     confidence,
     decode_entities,
     iter_split,
@@ -34,6 +35,7 @@ from renderers.text import (
     split_reasoning,
     split_reasoning_openai,
     thought_type,
+    thoughts,
 )
 
 WS = " \t\r\n"
@@ -874,14 +876,36 @@ def test_known_attributes_have_typed_access():
 
 @pytest.mark.parametrize("value", ["high", "1.5", "-0.1", "nan", ""])
 def test_a_confidence_that_is_not_a_probability_is_reported_and_kept(value):
+    """Malformed model output is data: reported, kept as written, read as the default."""
     splitter = ReasoningSplitter("thinking")
     splitter.feed(f'<thinking thought="t" confidence="{value}"/>')
     splitter.finish()
     (part,) = splitter.parts
     assert part.attribute("confidence") == value
     assert len(splitter.issues) == 1 and "confidence" in splitter.issues[0].message
-    with pytest.raises(ValueError, match=r"confidence: expected a number from 0 to 1"):
-        confidence(part)
+    assert confidence(part) == 0.5
+    assert confidence(part, default=None) is None
+    assert Thought.of(part) == Thought("t", confidence=0.5, attributes=(("confidence", value),))
+
+
+def test_the_typed_view_of_a_thought():
+    (part,) = split_reasoning(
+        '<thinking thought_id="x1" thought="t" Confidence="0.7" thought_type="plan" '
+        'confidence="0.1"/>'
+    )
+    thought = Thought.of(part)
+    assert thought == Thought(
+        "t", "plan", 0.7, attributes=(("thought_id", "x1"), ("confidence", "0.1"))
+    )
+    assert thought.to_dict() == {
+        "thought": "t",
+        "thoughtType": "plan",
+        "confidence": 0.7,
+        "attributes": {"thought_id": "x1", "confidence": "0.1"},
+    }
+    (bare,) = thoughts(split_reasoning("A <think>r</think> B <thinking>cut"))[1:]
+    assert bare.to_dict() == {"thought": "cut", "confidence": 0.5, "incomplete": True}
+    assert thoughts(split_reasoning("<think>r</think>A")) == [Thought("r")]
 
 
 # -- the reasoning-parser names of vLLM and SGLang ----------------------------------------

@@ -26,7 +26,8 @@ the two agree for every way of splitting the text):
 - Attribute styles (``<thinking …>``, :mod:`renderers.text.attribute_tag`): the
   ``thought`` attribute is reasoning text (with a body as well: the thought, a blank
   line, the body); the other attributes are kept as written, in source order, as the
-  part's ``attributes`` (typed access: :func:`confidence`, :func:`thought_type`).
+  part's ``attributes``. :class:`Thought` (:func:`thoughts`) is the typed view:
+  ``thought_type`` (no default) and ``confidence`` (a number, 0.5 when absent).
 - An unterminated block (or a committed ``<thinking`` tag cut off) at the end of the text
   is a thinking part marked ``incomplete``; a cut-off tag prefix (``<thi``) is content.
 - Forced styles: the text is inside a block from its first character until the first
@@ -78,7 +79,7 @@ from renderers.text.styles import (
     TagStyle,
     resolve_style,
 )
-from renderers.text.thought import DEFAULT_CONFIDENCE, confidence, thought_type
+from renderers.text.thought import DEFAULT_CONFIDENCE, Thought, confidence, thought_type, thoughts
 from renderers.text.whitespace import WHITESPACE, Whitespace
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "ReasoningSplitter",
     "StyleSpec",
     "TagStyle",
+    "Thought",
     "Whitespace",
     "confidence",
     "decode_entities",
@@ -103,4 +105,5 @@ __all__ = [
     "split_reasoning",
     "split_reasoning_openai",
     "thought_type",
+    "thoughts",
 ]
