@@ -59,6 +59,8 @@ Modules: :mod:`~renderers.text.styles` (tag styles and names),
 :mod:`~renderers.text.whitespace` (what whitespace stays),
 :mod:`~renderers.text.events` (parts and events), :mod:`~renderers.text.splitter` (the
 engine), :mod:`~renderers.text.thought` (typed attributes),
+:mod:`~renderers.text.thought_stream` (an agent loop's ``thought-stream``,
+``content-delta`` and ``content-complete`` events),
 :mod:`~renderers.text.openai_view` (OpenAI's ``content``/``reasoning_content``).
 """
 
@@ -80,6 +82,14 @@ from renderers.text.styles import (
     resolve_style,
 )
 from renderers.text.thought import DEFAULT_CONFIDENCE, Thought, confidence, thought_type, thoughts
+from renderers.text.thought_stream import (
+    AgentEvent,
+    ContentCompleteEvent,
+    ContentDeltaEvent,
+    ThoughtStream,
+    ThoughtStreamEvent,
+    iter_thought_events,
+)
 from renderers.text.whitespace import WHITESPACE, Whitespace
 
 __all__ = [
@@ -91,15 +101,21 @@ __all__ = [
     "THINK_FORCED",
     "THINK_KIMI_K2",
     "WHITESPACE",
+    "AgentEvent",
+    "ContentCompleteEvent",
+    "ContentDeltaEvent",
     "ReasoningPart",
     "ReasoningSplitter",
     "StyleSpec",
     "TagStyle",
     "Thought",
+    "ThoughtStream",
+    "ThoughtStreamEvent",
     "Whitespace",
     "confidence",
     "decode_entities",
     "iter_split",
+    "iter_thought_events",
     "openai_fields",
     "resolve_style",
     "split_reasoning",
