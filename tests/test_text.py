@@ -17,13 +17,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from renderers.core.messages import TextPart, ThinkingPart
+from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text import (
     KIMI,
     STYLES,
     THINK,
     THINKING_TAG,
+    TOOL_CALL_TAG,
     ReasoningSplitter,
     TagStyle,
     Thought,
@@ -85,7 +86,8 @@ def check_events(events: list, parts: list) -> None:
         if type(ev) is PartStarted:
             assert open_index is None
             assert ev.index == len(finished)
-            assert ev.kind == ("thinking" if type(parts[ev.index]) is ThinkingPart else "text")
+            kinds = {ThinkingPart: "thinking", TextPart: "text"}
+            assert ev.kind == kinds.get(type(parts[ev.index]), "tool_call")
             open_index = ev.index
             deltas[ev.index] = []
         elif type(ev) is TextDelta:
@@ -98,7 +100,7 @@ def check_events(events: list, parts: list) -> None:
     assert open_index is None
     assert finished == parts
     for i, part in enumerate(parts):
-        assert "".join(deltas[i]) == part.text
+        assert "".join(deltas[i]) == getattr(part, "text", "")  # a tool call comes whole
 
 
 # -- an independent reference for plain (attribute-free) styles ---------------------------
@@ -967,3 +969,132 @@ def test_server_names_resolve_to_the_styles_they_mean():
 def test_gpt_oss_names_explain_that_harmony_needs_the_token_parser(name):
     with pytest.raises(ValueError, match=r"Harmony.*get_renderer\('gpt_oss'\)"):
         resolve_style(name)
+
+
+# -- tool calls written as text (tool_calls=True) -----------------------------------------
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def test_tool_calls_stay_in_the_content_unless_asked_for():
+    text = "<think>r</think>\n\nLet me check.\n" + CALL
+    assert split_reasoning(text, "qwen3") == [R("r"), T("Let me check.\n" + CALL)]
+    assert split_reasoning(text, "qwen3", tool_calls=True) == [
+        R("r"),
+        T("Let me check."),
+        ToolCallPart("get_weather", '{"city": "Paris"}'),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "issue"),
+    [
+        (  # JSON that does not parse: the body verbatim, the reason, an issue
+            "A<tool_call>{bad json</tool_call>B",
+            [T("A"), "UNPARSED", T("B")],
+            "tool call not parsed: invalid JSON",
+        ),
+        (  # cut off by the end of the text
+            'A <tool_call>{"name": "f", "argu',
+            [T("A"), "UNPARSED"],
+            "cut off before </tool_call>",
+        ),
+        (  # a closer with no call
+            "A </tool_call> B",
+            [T("A </tool_call> B")],
+            "closing tag '</tool_call>' without an opening tag (kept as text)",
+        ),
+    ],
+)
+def test_a_malformed_tool_call_is_data(text, expected, issue):
+    splitter = ReasoningSplitter("qwen3", tool_calls=True)
+    splitter.feed(text)
+    splitter.finish()
+    parts = list(splitter.parts)
+    assert [p if type(p) is not UnparsedToolCallPart else "UNPARSED" for p in parts] == expected
+    for part in parts:
+        if type(part) is UnparsedToolCallPart:  # every character of the body is kept
+            assert part.raw == text[text.index("<tool_call>") + 11 :].split("</tool_call>")[0]
+            assert part.incomplete == ("</tool_call>" not in text)
+    (found,) = splitter.issues
+    assert issue in found.message and "forced" not in found.message
+
+
+def test_a_tool_call_inside_reasoning_is_reasoning_text():
+    text = "<think>maybe " + CALL + "</think>Answer"
+    assert split_reasoning(text, "qwen3", tool_calls=True) == [R("maybe " + CALL), T("Answer")]
+
+
+def test_tool_call_events_and_openai_fields():
+    text = "<think>r</think>actual response" + CALL + "<tool_call>oops</tool_call>"
+    events = list(iter_split([text], "qwen3", tool_calls=True))
+    assert [e.kind for e in events if type(e) is PartStarted] == [
+        "thinking", "text", "tool_call", "tool_call"
+    ]  # fmt: skip
+    fields = split_reasoning_openai(text, "qwen3", tool_calls=True)
+    assert fields == {
+        "content": "actual response",
+        "reasoning_content": "r",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            {"type": "function", "function": {"name": "", "arguments": "oops"}},
+        ],
+    }
+    assert resolve_style("qwen3") == STYLES["qwen3"]  # the option does not change the style
+    assert TOOL_CALL_TAG.tool_call and TOOL_CALL_TAG.case_sensitive
+
+
+call_fragments = st.sampled_from(
+    [
+        "<tool_call>", "</tool_call>", "<tool_", "</tool", '{"name": "f", ', '"arguments": ',
+        '{"a": 1}', "}", "{", "<think>", "</think>", " ", "\n", "x", "<TOOL_CALL>",
+    ]
+)  # fmt: skip
+
+
+@given(
+    st.lists(call_fragments, max_size=25).map("".join),
+    st.sampled_from(["qwen3", "auto", "deepseek_r1"]),
+    st.sampled_from(["tidy", "keep"]),
+    st.data(),
+)
+@SETTINGS
+def test_tool_calls_stream_as_in_batch_and_lose_nothing(text, style, whitespace, data):
+    parts, issues = batch_calls(text, style, whitespace)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=True)
+    events = []
+    prev = 0
+    for cut in [*sorted(cuts), len(text)]:
+        events += splitter.feed(text[prev:cut])
+        prev = cut
+    events += splitter.finish()
+    assert (list(splitter.parts), splitter.issues) == (parts, issues)
+    check_events(events, parts)
+    if style != "deepseek_r1" and whitespace == "keep":
+        # outside reasoning each call's body is in its part, and the content is the text
+        # with the think blocks and the calls cut out (blocks found leftmost first)
+        calls = [p for p in parts if isinstance(p, (ToolCallPart, UnparsedToolCallPart))]
+        bodies = [m[1] for m in BLOCK_OR_CALL.finditer(text) if m[1] is not None]
+        assert len(calls) == len(bodies)
+        for call, body in zip(calls, bodies, strict=True):
+            if type(call) is UnparsedToolCallPart:
+                assert call.raw == body
+            else:
+                assert call.arguments in body and call.name in body
+        assert content(parts) == BLOCK_OR_CALL.sub("", text)
+
+
+BLOCK_OR_CALL = re.compile(
+    r"(?i:<think>)(?s:.*?)(?:(?i:</think>)|\Z)|<tool_call>((?s:.*?))(?:</tool_call>|\Z)"
+)
+
+
+def batch_calls(text: str, style: str, whitespace: str) -> tuple[list, tuple]:
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=True)  # type: ignore[arg-type]
+    splitter.feed(text)
+    splitter.finish()
+    return list(splitter.parts), splitter.issues

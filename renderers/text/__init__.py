@@ -32,6 +32,11 @@ the two agree for every way of splitting the text):
   is a thinking part marked ``incomplete``; a cut-off tag prefix (``<thi``) is content.
 - Forced styles: the text is inside a block from its first character until the first
   closing tag; later blocks are recognised normally. Empty input yields no parts.
+- Tool calls written as text (``tool_calls=True``): ``<tool_call>{"name": …,
+  "arguments": …}</tool_call>`` outside reasoning is taken out of the content as a
+  :class:`~renderers.core.messages.ToolCallPart` (arguments as written), or kept whole as
+  an :class:`~renderers.core.messages.UnparsedToolCallPart` when it does not parse or is
+  cut off. By default such a call stays in the content.
 - Whitespace (``whitespace=``, :mod:`renderers.text.whitespace`): by default
   (``"tidy"``) a block at the start or the end of the content takes the whitespace
   between it and that edge along; between content a gap leaves the whitespace run with
@@ -77,6 +82,7 @@ from renderers.text.styles import (
     THINK_FORCED,
     THINK_KIMI_K2,
     THINKING_TAG,
+    TOOL_CALL_TAG,
     StyleSpec,
     TagStyle,
     resolve_style,
@@ -100,6 +106,7 @@ __all__ = [
     "THINKING_TAG",
     "THINK_FORCED",
     "THINK_KIMI_K2",
+    "TOOL_CALL_TAG",
     "WHITESPACE",
     "AgentEvent",
     "ContentCompleteEvent",

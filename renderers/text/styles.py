@@ -52,6 +52,7 @@ __all__ = [
     "THINKING_TAG",
     "THINK_FORCED",
     "THINK_KIMI_K2",
+    "TOOL_CALL_TAG",
     "StyleSpec",
     "TagStyle",
     "resolve_style",
@@ -69,7 +70,9 @@ class TagStyle:
     ``text_attribute`` names the attribute holding reasoning text. ``forced`` means the
     text starts inside a block of this style. ``implicit_close`` are markers that also
     end an open block but belong to what follows, so they stay in the content. Tags
-    match case-insensitively unless ``case_sensitive``.
+    match case-insensitively unless ``case_sensitive``. With ``tool_call`` a block is not
+    reasoning but a tool call written as text: its body is read whole and parsed as
+    ``{"name": ..., "arguments": ...}`` (see :data:`TOOL_CALL_TAG`).
     """
 
     open: str
@@ -79,6 +82,7 @@ class TagStyle:
     case_sensitive: bool = False
     text_attribute: str | None = None
     implicit_close: tuple[str, ...] = ()
+    tool_call: bool = False
 
     def __post_init__(self) -> None:
         tags = [("open", self.open), ("close", self.close)]
@@ -95,6 +99,8 @@ class TagStyle:
             )
         if self.attributes and self.forced:
             raise ValueError("forced: an attribute style cannot be forced")
+        if self.tool_call and (self.attributes or self.forced):
+            raise ValueError("tool_call: a tool-call style has no attributes and is not forced")
 
 
 THINK = TagStyle("<think>", "</think>")
@@ -112,6 +118,9 @@ THINK_KIMI_K2 = TagStyle(
 )
 """Kimi-K2-Thinking: ``<think>`` blocks that the tool-call section may end (also in the
 misspelling the model sometimes writes, as the token-level Kimi parser accepts)."""
+TOOL_CALL_TAG = TagStyle("<tool_call>", "</tool_call>", case_sensitive=True, tool_call=True)
+"""A tool call written as text, ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
+(Qwen3 and other Hermes-style models; ``tool_calls=True`` of the splitter adds it)."""
 
 STYLES: dict[str, tuple[TagStyle, ...]] = {
     "auto": (THINK, THINKING_TAG, KIMI),
