@@ -22,6 +22,8 @@ around the tags, this module applies its own rule)::
     "kimi_k2"         <think> blocks, also ended by Kimi-K2's tool-call section marker,
                       which stays in the content (SGLang ``kimi_k2``; vLLM ``kimi_k2``
                       at 01a70348 also starts inside reasoning unless thinking is off)
+    "think_tag"       <think>…</think> blocks: the generic default detector of the
+                      reasoning-parser document (the same as "think")
 
 ``gpt_oss`` (vLLM ``openai_gptoss``, SGLang ``gpt-oss``) is known but refused: gpt-oss
 writes Harmony channels, which the token-level parser of ``get_renderer("gpt_oss")``
@@ -132,6 +134,7 @@ STYLES: dict[str, tuple[TagStyle, ...]] = {
     "qwen3": (THINK,),
     "qwen3_thinking": (THINK_FORCED,),
     "kimi_k2": (THINK_KIMI_K2,),
+    "think_tag": (THINK,),
 }
 """The named styles accepted by ``style=`` (the CLI's ``--style``), including the
 reasoning-parser names of vLLM and SGLang."""
