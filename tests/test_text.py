@@ -656,6 +656,9 @@ def test_style_names_and_errors():
         TagStyle("<a>", "</a>", attributes=True)
     with pytest.raises(ValueError, match="cannot be forced"):
         TagStyle("<a", "</a>", attributes=True, forced=True)
+    with pytest.raises(ValueError, match="tool_call: a tool-call style has no attributes"):
+        TagStyle("<call>", "</call>", forced=True, tool_call=True)
+    assert resolve_style("think_tag") == resolve_style("think")  # the parser document's name
 
 
 def test_feed_rejects_misuse():
