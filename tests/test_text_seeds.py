@@ -27,7 +27,7 @@ from renderers.cli.think import (
     AgentDisplay,
     BlocksDisplay,
     Display,
-    show,
+    split_and_show,
 )
 from renderers.core.messages import TextPart, ThinkingPart, UnparsedToolCallPart
 from renderers.core.parsing import TextDelta
@@ -201,11 +201,13 @@ def run_display(
     results = set()
     for cut in range(len(text) + 1):
         out, err = io.StringIO(), io.StringIO()
-        show([text[:cut], text[cut:]], ReasoningSplitter(style), display(err, out, color, False))
+        split_and_show(
+            [text[:cut], text[cut:]], ReasoningSplitter(style), display(err, out, color, False)
+        )
         results.add((out.getvalue(), re.sub(r"\x1b\[[0-9;]*m", "", err.getvalue())))
     assert len(results) == 1, results
     out, err = io.StringIO(), io.StringIO()
-    show([text], ReasoningSplitter(style), display(err, out, color, False))
+    split_and_show([text], ReasoningSplitter(style), display(err, out, color, False))
     return out.getvalue(), err.getvalue()
 
 
@@ -431,7 +433,7 @@ def test_001_display_example() -> None:
     text = "<thinking>I need to analyze this carefully</thinking>The answer is 42"
     for cut in range(len(text) + 1):
         terminal = io.StringIO()
-        show(
+        split_and_show(
             [text[:cut], text[cut:]],
             ReasoningSplitter("thinking"),
             AgentDisplay(terminal, terminal, False, True),

@@ -41,7 +41,7 @@ from renderers.text import (
     thoughts,
 )
 
-__all__ = ["DISPLAYS", "AgentDisplay", "BlocksDisplay", "Display", "add_parser", "show"]
+__all__ = ["DISPLAYS", "AgentDisplay", "BlocksDisplay", "Display", "add_parser", "split_and_show"]
 
 DISPLAYS = ("numbered", "blocks", "agent")
 """The ways ``--display`` shows thinking to a person."""
@@ -276,7 +276,9 @@ def _notes(part: ThinkingPart) -> str:
 # -- the loop ---------------------------------------------------------------------------
 
 
-def show(chunks: Iterable[str], splitter: ReasoningSplitter, display: Display | None) -> None:
+def split_and_show(
+    chunks: Iterable[str], splitter: ReasoningSplitter, display: Display | None
+) -> None:
     """Feed ``chunks`` to ``splitter`` and show what each makes on ``display`` (``None``:
     only split, for ``--json``)."""
     kinds: dict[int, str] = {}
@@ -364,7 +366,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if not args.json:
             cls = _DISPLAY_CLASSES[args.display]
             display = cls(sink, out, color, _shared(out, sink))
-        show(_stdin_chunks(), splitter, display)
+        split_and_show(_stdin_chunks(), splitter, display)
     if args.json:
         fields = openai_fields(splitter.parts)
         typed = thoughts(splitter.parts)
