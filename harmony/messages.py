@@ -11,7 +11,8 @@ to a tool, and ``<|return|>`` for the final answer the model ends its turn with.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from harmony.tools import ToolNamespace, render_namespaces
 from renderers.core.tokens import TokenTable
@@ -42,8 +43,8 @@ _FUNCTIONS_SENTENCE = "\nCalls to these tools must go to the commentary channel:
 @dataclass(frozen=True, slots=True)
 class SystemContent:
     """The system message: who the model is, when, how hard it thinks, its channels and
-    built-in tools. ``None`` fields are left out of the text; ``valid_channels=None``
-    leaves out the channel section."""
+    built-in tools. ``None`` fields are left out of the text; ``valid_channels=None`` or
+    empty leaves out the channel section (as openai-harmony does for an empty list)."""
 
     model_identity: str | None = DEFAULT_IDENTITY
     reasoning_effort: str | None = "medium"
@@ -68,7 +69,7 @@ class SystemContent:
             sections.append(f"Reasoning: {self.reasoning_effort.lower()}")
         if self.tools:
             sections.append("# Tools\n\n" + render_namespaces(self.tools))
-        if self.valid_channels is not None:
+        if self.valid_channels:
             channels = f"# Valid channels: {', '.join(self.valid_channels)}."
             if self.channel_required:
                 channels += " Channel must be included for every message."
@@ -76,6 +77,15 @@ class SystemContent:
                 channels += _FUNCTIONS_SENTENCE
             sections.append(channels)
         return "\n\n".join(sections)
+
+    def with_required_channels(self, channels: Sequence[str]) -> SystemContent:
+        """This content with ``channels`` as the valid channels, each message required to
+        name one (openai-harmony's ``SystemContent.with_required_channels``): the line
+        ``# Valid channels: analysis, final. Channel must be included for every message.``;
+        no channel line for an empty list."""
+        if isinstance(channels, str):
+            raise TypeError("channels: expected a sequence of channel names, got a string")
+        return replace(self, valid_channels=tuple(channels), channel_required=True)
 
 
 @dataclass(frozen=True, slots=True)

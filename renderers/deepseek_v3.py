@@ -108,6 +108,17 @@ calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>
 to tokens at token granularity: a token holding both the end of the marker and the
 answer's first characters belongs to both parts' spans.
 
+Prefill: after the generation prompt. V3: the answer (as ``continue_final_message``
+writes it; an R1-style ``<think>`` written in it is text the parser reads as the reasoning
+marker, as if sampled). V3.1: the answer after ``</think>``, or with ``thinking=True`` the
+reasoning after ``<think>``, which ``continue_final_message`` cannot express (the template
+drops every message's reasoning; its ``"content"`` form is the ``thinking=False`` prompt).
+
+Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
+``{"a":1}``): both templates concatenate the arguments string into their text (an object
+there fails: ``+`` of text and a mapping), so the given text is what the model sees; a
+dict given as arguments is written as its ``tojson``.
+
 Divergences from both templates, on purpose:
 
 - tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise;
@@ -120,7 +131,14 @@ Divergences from both templates, on purpose:
   not tell them apart; V3's template would hide the calls);
 - V3: an assistant message with neither content nor calls is an empty answer
   (``<｜Assistant｜><｜end▁of▁sentence｜>``, as for ``content: ""``); for ``content: None``
-  the template writes nothing at all;
+  the template writes nothing at all, and V3.1's fails;
+- ``tool_calls: []`` is no calls (vLLM drops an empty list before templating): V3.1's
+  template tests ``'tool_calls' in message`` and writes
+  ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>`` in place of the text; a ``None`` tool
+  result is an empty one (both templates fail concatenating it). With transformers 5.23
+  and later, which drop every ``None``-valued key, both templates fail on any tool-call
+  message without text (``'dict object' has no attribute 'content'``); 5.0 to 5.22 pass
+  ``content: None`` through (what the tests' oracle renders);
 - message text that spells a control token (``<｜User｜>``, ``</think>``...) is encoded as
   ordinary text, never as the control token;
 - assistant parts in a non-canonical order (text after a call, several sections) are

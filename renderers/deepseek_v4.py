@@ -39,8 +39,16 @@ Jinja template added later is documented as equivalent to it) writes::
   when the conversation does not start with one), each function as JSON
   (``ensure_ascii=False``, default separators), one per line.
 - **Calls**: a string argument is written as is with ``string="true"``, any other value
-  as JSON with ``string="false"`` (arguments given as JSON text keep each value's text
-  as written, so parsed calls render back as sampled).
+  as JSON with ``string="false"``. The encoder parses a call's arguments text
+  (``encode_arguments_to_dsml``: ``json.loads``) and writes each non-string value with
+  ``to_json`` (``json.dumps(value, ensure_ascii=False)``), so arguments given as JSON
+  text are re-serialised (``{"a":1}`` -> ``{"a": 1}``, ``1e1`` -> ``10.0``; a key given
+  twice keeps its last value); ``verbatim_arguments=True`` writes each value's text as
+  given (parsed calls then render back as sampled). ``arguments: ""``, which ``json.loads``
+  refuses, is the encoder's fallback: one string argument named ``arguments``
+  (``<｜DSML｜parameter name="arguments" string="true"></｜DSML｜parameter>``). (vLLM
+  turns ``""`` into ``{}`` before encoding, no parameter; other text that is not a JSON
+  object is a caller error here, though the encoder would wrap it the same way.)
 - **Reasoning effort** (thinking mode): ``"high"`` and ``"max"`` put the encoder's effort
   instruction before the first message; ``None`` and ``"low"`` put nothing.
 
@@ -59,6 +67,12 @@ encoder, this renderer follows the encoder, and says so in tests: consecutive us
 messages are joined by a blank line (the oracle joins them directly) and tool results are
 put in the order of the calls (the oracle keeps the given order).
 
+Prefill: after the transition of the generation prompt: the reasoning after ``<think>`` in
+thinking mode, the answer after ``</think>`` in chat mode.
+
+Degenerate inputs: ``content: None`` is empty text and ``tool_calls: []`` no calls, as
+the encoder reads them (``content or ""``, ``if tool_calls``).
+
 Divergences from the encoder, on purpose:
 
 - message text that spells a control token is encoded as ordinary text (the encoder's
@@ -70,7 +84,8 @@ Divergences from the encoder, on purpose:
   part as ``<think>…</think>``, each run of calls as its own section), so parsed messages
   render back;
 - the encoder's ``task``, ``developer``, ``latest_reminder`` and ``wo_eos`` extensions are
-  not supported (``developer`` and ``latest_reminder`` roles are errors).
+  not supported (``developer`` and ``latest_reminder`` roles are errors);
+- a ``None`` tool result is an empty one (the encoder formats it as the text ``None``).
 """
 
 from __future__ import annotations
@@ -165,6 +180,10 @@ class DeepSeekV4Options:
     """What to do with reasoning of a trained turn that the format cannot write (chat
     mode): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of
     untrained turns is rendered as the encoder does."""
+    verbatim_arguments: bool = False
+    """False (as the encoder renders them): a call's arguments text is parsed and each
+    non-string value written as ``json.dumps`` writes it (``{"a":1}`` -> ``{"a": 1}``,
+    ``1e1`` -> ``10.0``). True: each value's JSON text is written as given."""
 
 
 @dataclass(slots=True)
@@ -282,7 +301,7 @@ class DeepSeekV4Renderer(Renderer):
                     section = True
                 else:
                     w.text("\n", i, True)
-                self._call(w, part, i)
+                self._call(w, part, i, options.verbatim_arguments)
                 continue
             if section:
                 self._end_section(w, i)
@@ -300,25 +319,19 @@ class DeepSeekV4Renderer(Renderer):
     def _end_section(self, w: TokenWriter, i: int) -> None:
         self._tag(w, i, "\n</", "tool_calls>")
 
-    def _call(self, w: TokenWriter, part: Part, i: int) -> None:
+    def _call(self, w: TokenWriter, part: Part, i: int, verbatim: bool) -> None:
         if type(part) is UnparsedToolCallPart:
             self._dsml_text(w, part.raw, i)
             return
         assert type(part) is ToolCallPart
-        checked_arguments(part, i)
-        try:
-            members = json_object_members(part.arguments)
-        except ValueError as exc:
-            raise ValueError(
-                f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
-                f"which deepseek_v4 writes one parameter per key ({exc}): "
-                f"{part.arguments[:60]!r}"
-            ) from None
         # ｜DSML｜ is written as the token only where the format puts it: names, keys
         # and values are text, whatever they spell.
         self._tag(w, i, "<", f'invoke name="{part.name}">\n')
-        for k, (key, value, raw) in enumerate(members):
-            flag, text = ("true", value) if isinstance(value, str) else ("false", raw)
+        for k, (key, value, raw) in enumerate(_parameters(part, i, verbatim)):
+            if isinstance(value, str):
+                flag, text = "true", value
+            else:
+                flag, text = "false", raw if verbatim else _TO_JSON(value)
             self._tag(w, i, "\n<" if k else "<", f'parameter name="{key}" string="{flag}">')
             self._tag(w, i, text + "</", "parameter>")
         self._tag(w, i, "\n</", "invoke>")
@@ -396,6 +409,31 @@ def _function(tool: Mapping[str, Any]) -> Any:
     """The function schema of an OpenAI tool (the encoder declares ``tool["function"]``)."""
     function = tool.get("function")
     return function if isinstance(function, Mapping) else tool
+
+
+_TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
+"""The encoder's ``to_json`` (``json.dumps(value, ensure_ascii=False)``)."""
+
+
+def _parameters(part: ToolCallPart, i: int, verbatim: bool) -> list[tuple[str, Any, str]]:
+    """A call's arguments as the encoder's ``encode_arguments_to_dsml`` reads them: its
+    JSON text parsed, an empty text as one string argument named ``arguments`` (the
+    encoder's fallback for text ``json.loads`` refuses); with each value's JSON text as
+    given (used when ``verbatim``)."""
+    if part.arguments == "":
+        return [("arguments", "", '""')]
+    checked_arguments(part, i)
+    try:
+        members = json_object_members(part.arguments)
+        if not verbatim:
+            members = [(k, v, "") for k, v in json.loads(part.arguments).items()]
+    except ValueError as exc:
+        raise ValueError(
+            f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
+            f"which deepseek_v4 writes one parameter per key ({exc}): "
+            f"{part.arguments[:60]!r}"
+        ) from None
+    return members
 
 
 def _turns(messages: list[Message], renderer: str) -> list[_Turn]:

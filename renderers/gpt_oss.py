@@ -48,10 +48,16 @@ template does (dropped before the last answer; in the ``"harmony"`` dialect as
 openai-harmony does), and a *trained* turn whose analysis the dialect drops is a
 ``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it without).
 
+Prefill: ``<|channel|>{prefill_channel}<|message|>{prefill}`` after the generation
+prompt's ``<|start|>assistant``: the reasoning by default (``analysis``, which every gpt-oss
+turn starts with; ``continue_final_message="reasoning_content"`` writes the same), the
+answer with ``prefill_channel="final"`` (as ``continue_final_message="content"``).
+
 Options: ``reasoning_effort`` (low/medium/high), ``date`` (the ``Current date`` line:
 ``None`` means today's date as the template's ``strftime_now`` writes it; pass a fixed
 date for reproducible ids), ``model_identity``, ``knowledge_cutoff``, ``builtin_tools``,
-and ``dialect``:
+``required_channels`` (the system message's ``# Valid channels`` line, as openai-harmony's
+``with_required_channels`` writes it), ``prefill_channel`` and ``dialect``:
 
 - ``"template"`` (default): token-identical to the official Hugging Face template;
 - ``"harmony"``: token-identical to openai-harmony's rendering of the same conversation
@@ -71,11 +77,17 @@ Divergences from both, on purpose:
 - several tool calls in one assistant message are rendered as consecutive call messages
   (the template renders only the first and silently drops the rest); tool results are
   matched to calls by ``tool_call_id``, then in call order;
-- string tool-call arguments are written once as given (the template JSON-quotes a string
-  again: ``"{\"city\": ...}"``, which the model never samples);
+- string tool-call arguments are written once as given, verbatim (the template
+  JSON-quotes a string again: ``"{\"city\": ...}"``, which the model never samples; an
+  object it writes as ``tojson``, which is what a dict given as arguments becomes);
 - message text that spells a control token is encoded as ordinary text;
 - list content is rendered as its text parts joined; parts keep their order, and parsed
   channels (``commentary`` preambles, ``analysis``) render back to the same messages;
+- ``content: None`` without calls is an empty final answer, ``tool_calls: []`` no calls
+  and a ``None`` tool result an empty one (the template fails on each: ``in
+  message.content`` of ``None``, ``tool_calls[0]`` of an empty list, ``tojson`` of the
+  content transformers 5.23+ drops; transformers 5.0 to 5.22, which pass ``None``
+  through, fail on every ``content: None``);
 - an empty ``reasoning_content`` renders no analysis message (the template writes an
   empty one); a system or developer message after the first is an error (the template
   drops it silently);
@@ -90,7 +102,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -163,11 +175,27 @@ class GptOssOptions:
     """Built-in tools declared in the system message: ``browser`` and/or ``python``."""
     dialect: str = "template"
     """``template``: the official chat template's ids; ``harmony``: openai-harmony's."""
+    required_channels: tuple[str, ...] = CHANNELS
+    """The channels the system message declares valid and required, in order
+    (openai-harmony's ``SystemContent.with_required_channels``): ``("analysis",
+    "final")`` writes ``# Valid channels: analysis, final. Channel must be included for
+    every message.``; an empty list writes no channel line. The default is the line both
+    the template and openai-harmony write; both dialects follow the option. Parsing is
+    unchanged: it reads the three Harmony channels (any other is kept, with an issue)."""
     reasoning: Reasoning = "error"
     """What to do with reasoning (analysis) of a trained turn that the template drops (a
     turn before the conversation's last answer): ``"error"`` raises ``ValueError``,
     ``"drop"`` leaves it out. Analysis of untrained turns is rendered as the template
     does."""
+
+    prefill_channel: Literal["analysis", "final"] = "analysis"
+    """The channel a ``prefill`` opens after the generation prompt's
+    ``<|start|>assistant``: ``analysis`` (reasoning, which every gpt-oss turn starts with)
+    or ``final`` (the answer, skipping the reasoning)."""
+
+    def __post_init__(self) -> None:
+        # A list given for a list option is kept as a tuple (options are hashable).
+        object.__setattr__(self, "required_channels", tuple(self.required_channels))
 
 
 def _tool_name(recipient: str) -> str:
@@ -589,6 +617,7 @@ class GptOssRenderer(Renderer):
             date,
             tuple(ns.name for ns in builtins),
             has_function_tools,
+            options.required_channels,
         )
         body = self._system_bodies.get(key)
         if body is None:
@@ -597,7 +626,7 @@ class GptOssRenderer(Renderer):
                 reasoning_effort=effort,
                 knowledge_cutoff=options.knowledge_cutoff,
                 conversation_start_date=date,
-                valid_channels=CHANNELS,
+                valid_channels=options.required_channels,
                 tools=builtins,
             ).render(has_function_tools)
             if len(self._system_bodies) >= 64:
@@ -645,6 +674,20 @@ class GptOssRenderer(Renderer):
 
     def _new_parser(self, options: GptOssOptions, events: bool) -> StreamParser:
         return _GptOssParser(self, events)
+
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: GptOssOptions) -> None:
+        """``<|channel|>{prefill_channel}<|message|>{prefill}`` after ``<|start|>assistant``."""
+        w.control(self.tokens.channel)
+        w.text(options.prefill_channel)
+        w.control(self.tokens.message)
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: GptOssOptions) -> list[int]:
+        tk = self.tokens
+        encode = self.table.encode
+        return [tk.channel, *encode(options.prefill_channel), tk.message, *encode(prefill)]
 
 
 def _effort(effort: str) -> str:

@@ -1,97 +1,130 @@
 """Kimi-K2 (``moonshotai/Kimi-K2-Instruct``, ``moonshotai/Kimi-K2-Thinking``): role-tagged
-turns, ``functions.NAME:IDX`` tool calls, and (K2-Thinking) ``<think>`` reasoning.
+turns, tool calls in sections, and (K2-Thinking) ``<think>`` reasoning.
 
-What the official templates (``chat_template.jinja``) render, with no newlines between
-turns::
+The format is Moonshot's templates: K2-Thinking's ``chat_template.jinja`` (revision
+6126819) and, for K2-Instruct, the template embedded in its ``tokenizer_config.json``
+(July 2025; no later official K2-Instruct template was found). K2-Thinking's, with no
+newlines between turns::
 
-    <|im_system|>tool_declare<|im_middle|>{tools as JSON, keys deep-sorted}<|im_end|>
+    <|im_system|>tool_declare<|im_middle|>{tools as compact JSON, keys deep-sorted}<|im_end|>
     <|im_system|>system<|im_middle|>{system or the default}<|im_end|>
     <|im_user|>{name or "user"}<|im_middle|>{text}<|im_end|>
-    <|im_assistant|>{name or "assistant"}<|im_middle|>{think block}{text}
+    <|im_assistant|>{name or "assistant"}<|im_middle|><think>{reasoning}</think>{text}
       <|tool_calls_section_begin|>
-        <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}<|tool_call_end|>
+        <|tool_call_begin|>{call id}<|tool_call_argument_begin|>{json}<|tool_call_end|>
         ...
       <|tool_calls_section_end|><|im_end|>
-    <|im_system|>{name or "tool"}<|im_middle|>## Return of functions.NAME:IDX\\n{result}<|im_end|>
+    <|im_system|>{name or "tool"}<|im_middle|>## Return of {tool_call_id}\\n{result}<|im_end|>
 
 Every marker above is a single control token. The generation prompt is
 ``<|im_assistant|>assistant<|im_middle|>``; sampling stops at ``<|im_end|>`` and ``[EOS]``
 is end-of-sequence.
 
-- **Default system prompt**: when the first message is not a system message the template
-  inserts ``You are Kimi, an AI assistant created by Moonshot AI.`` (K2-Instruct writes a
-  ``\\n`` after its ``<|im_end|>``, K2-Thinking does not; K2-Thinking inserts it even for an
-  empty conversation).
-- **Tools** are declared as JSON (``tojson``: ``ensure_ascii=False``, default separators)
-  after upstream's tokenizer deep-sorted the keys of every dict in ``tools``.
-- **Tool-call ids** are ``functions.NAME:IDX`` where IDX counts the calls of the whole
-  conversation; the caller's own call ids are ignored. Each tool result takes the oldest
-  id not yet answered (``functions.{name or "unknown"}:{count}`` when none is left).
-  Arguments given as a string are written verbatim, a dict as ``tojson``.
+- **Default system prompt** ``You are Kimi, an AI assistant created by Moonshot AI.``
+  when the first message is not a system message (an empty conversation too).
+- **Tools** are declared as compact JSON (``tojson(separators=(',', ':'))``, non-ASCII
+  kept) after Moonshot's tokenizer code deep-sorted the keys of every dict in ``tools``.
 - **Headers** use the message's ``name`` when it has one (a tool result named
   ``get_weather`` gets ``<|im_system|>get_weather<|im_middle|>``).
-- **Reasoning** (K2-Thinking only; K2-Instruct's templates drop it, and so does its
-  renderer for turns that are not trained; a *trained* K2-Instruct turn with reasoning is
-  a ``ValueError`` naming the ``reasoning`` option rather than silently lost training
-  data, and ``reasoning="drop"`` leaves it out on purpose): ``<think>`` and ``</think>`` are
-  control tokens 163606/163607 (in K2-Instruct they are three ordinary tokens each).
-  Assistant turns up to and including the conversation's *first* assistant message
-  without tool calls are written ``<think></think>{text}``; later ones
-  ``<think>{reasoning}</think>{text}``. (The template's comment says it looks for the
-  *last* such message, but its loop runs backwards without a break and so finds the
-  first; this renderer reproduces what the template does.) The same rule holds there: a
-  trained turn whose reasoning the template drops is a ``ValueError`` unless
-  ``reasoning="drop"`` (or ``keep_last_reasoning`` for the last turn, below).
+- **Call ids** are the caller's: a call is written with its ``id``, a tool result is
+  headed with its ``tool_call_id``. The id is the only place a call names its function,
+  and Kimi models sample ``functions.NAME:IDX``, IDX counting the calls of the whole
+  conversation (vLLM numbers the calls it parses so: ``make_tool_call_id`` and
+  ``get_history_tool_calls_cnt`` in ``vllm/entrypoints/chat_utils.py``, commit bd5ec6d).
+  Ids of another form (``call_abc``) are written as given, as the template does, but the
+  prompt is then off-distribution: a renderer says so once, in a ``UserWarning``. A
+  *trained* call whose id does not name its function is a ``ValueError`` naming the
+  message: the model would learn a call to no function. ``call_ids="numbered"`` writes
+  every call ``functions.NAME:IDX`` and heads every result with the id written for the
+  call it answers (the latest call with the result's ``tool_call_id``; without one, the
+  oldest call not yet answered; an id that names no earlier call is a ``ValueError``). By
+  default a call without an id or a result without ``tool_call_id`` is a ``ValueError``
+  naming the message (the template writes an empty id: the call would name no function).
+- **Reasoning**: ``<think>`` and ``</think>`` are control tokens 163606/163607. Every
+  assistant turn up to and including the conversation's *last* assistant message without
+  tool calls is history, written ``<think></think>{text}``; later turns keep theirs,
+  ``<think>{reasoning}</think>{text}``. A *trained* turn whose reasoning the template
+  drops is a ``ValueError`` naming the ``reasoning`` option (``"drop"`` trains it
+  without); untrained turns render as the template does. In a supervised example that
+  ends with a plain answer, that answer is the last one, so the template drops its
+  reasoning and that of every earlier turn, which its generation prompt showed:
+  ``keep_last_reasoning=True`` (off by default) renders the last assistant message and
+  everything before it as its generation prompt followed by the message as sampled
+  (reasoning kept). Earlier turns keep the template's rendering of the whole
+  conversation, which can differ from the prompts they were sampled after: for
+  ``train_on="all_assistant"`` on agentic transcripts, train from the sampled ids.
 
-K2-Instruct's ``tokenizer_config.json`` embeds an older (July 2025) template, selectable
-with ``template="initial"``: default system ``You are a helpful assistant`` (no ``\\n``),
-headers always the role, IDX counted per message, results ``## Return of
-{tool_call_id}`` followed by a literal backslash-n (``\\\\n``: the template's JSON escaping
-is off by one level). Two of its behaviours are not reproduced: it JSON-quotes string
-arguments a second time (arguments are written as given here), and it writes the
+K2-Instruct's template writes the same turns, except:
+
+- the default system prompt is ``You are a helpful assistant``, written before a first
+  message that is not a system message (nothing for an empty conversation);
+- headers are always the role (``tool`` for a tool result), never a ``name``;
+- tools are declared with ``tojson``'s default separators (``", "``, ``": "``);
+- it has no reasoning: the template reads none, and in K2-Instruct ``<think>`` and
+  ``</think>`` are three ordinary tokens each. Reasoning of untrained turns is dropped; a
+  *trained* turn with reasoning is a ``ValueError`` naming the ``reasoning`` option
+  rather than silently lost training data (``reasoning="drop"`` leaves it out);
+- calls are written ``functions.NAME:IDX``, IDX counting the calls of their message,
+  whatever the caller's ids; a tool result is headed ``## Return of {tool_call_id}``
+  followed by a literal backslash-n (``\\\\n``: the template's JSON escaping is off by
+  one level). A ``tool_call_id`` not of the form ``functions.NAME:IDX`` gets the warning;
+  ``call_ids="numbered"`` heads each result with the id written for the call it answers.
+
+Two of its behaviours are not reproduced: it JSON-quotes string arguments a second time
+(arguments are written as given here, the JSON the model samples), and it writes the
 list-of-parts content of a tool result or of an assistant message with tool calls as a
 Python list repr (its text parts joined here).
+
+llama.cpp's hand-edited copies of both templates (``models/templates/Kimi-K2-*.jinja``
+after its PR #17376) are another format: they number calls with a conversation-wide
+counter whatever the caller's ids (at commit f519483, only calls without one), head
+results from a queue of unanswered ids, split the history at the *first* plain answer and
+declare tools with default separators. They are not rendered here;
+:class:`~renderers.template.TemplateRenderer` renders any template.
 
 Divergences from the templates, on purpose:
 
 - tool-call arguments must be JSON text (a ``ValueError`` names the message otherwise; the
-  templates write any string verbatim), and K2-Instruct rejects reasoning (see above);
+  templates write any string verbatim);
+- a call without an id, a result without ``tool_call_id`` and a trained call whose id
+  does not name its function are errors (above);
+- a ``None`` tool result is an empty one (the template ``tokenizer_config.json`` embeds
+  writes the text ``None`` when transformers 5.0 to 5.22 pass it through); ``content:
+  None`` and ``tool_calls: []`` render as the templates render them;
 - list-of-parts content renders its text parts joined, as the templates do; thinking parts
   of an assistant message are its reasoning (the templates only read
-  ``reasoning_content``; a thinking item of list content would be written as answer text);
+  ``reasoning_content``: a thinking item of list content has no ``text`` and is written as
+  nothing);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
 - assistant parts in a non-canonical order (``[text, tool call, text]``,
   ``[thinking, text, thinking]``) are written in that order with the same markers, so
-  parsed messages render back;
-- ``keep_last_reasoning=True`` (K2-Thinking, off by default) fixes a training defect of
-  the template: when the conversation's last assistant answer is its first plain answer,
-  the template renders it ``<think></think>`` (dropping the reasoning being trained on)
-  and drops the reasoning of the tool-calling turns before it, which the generation
-  prompt had shown. With the option, the last assistant message and everything before it
-  render as its generation prompt followed by the message as sampled (reasoning kept);
-  the empty think blocks are decided on the messages before it. Earlier turns keep the
-  template's rendering of the whole conversation, which can differ from the prompts they
-  were sampled after: for ``train_on="all_assistant"`` on agentic transcripts, train
-  from the sampled ids.
+  parsed messages render back.
+
+Prefill: K2-Instruct's starts the answer after the generation prompt; K2-Thinking's
+starts the reasoning, ``<think>{prefill}`` (the model opens it first; the official
+template writes a final plain answer's reasoning as history, ``<think></think>``, so its
+``continue_final_message`` renders a tool-calling final message's reasoning only).
 
 Parsing (both models): parts in sampled order. The model may enter the tool-call section
 straight from reasoning without ``</think>`` (the section ends the thinking part); the
 section may be opened by the misspelled text ``<|tool_call_section_begin|>`` (not a
 token: found at the text level); call ids without ``:IDX`` or sanitized
-(``functions_get_weather_0``) still give a call whose name is derived from the id (the id
-is kept as sampled); text after the section is kept. A call that is cut off or whose
-arguments are not JSON becomes an :class:`UnparsedToolCallPart`. K2-Instruct is not a
-reasoning model: ``<think>`` in its output is ordinary text.
+(``functions_get_weather_0``) still give a call whose name is derived from the id. A
+call's id is kept as sampled (K2-Thinking writes it back as given); text after the
+section is kept. A call that is cut off or whose arguments are not JSON
+becomes an :class:`UnparsedToolCallPart`. K2-Instruct is not a reasoning model:
+``<think>`` in its output is ordinary text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from renderers.core.messages import (
     Message,
@@ -122,6 +155,7 @@ from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
 __all__ = [
+    "CallIds",
     "KimiK2Options",
     "KimiK2Renderer",
     "KimiK2ThinkingOptions",
@@ -131,8 +165,7 @@ __all__ = [
 ]
 
 DEFAULT_SYSTEM = "You are Kimi, an AI assistant created by Moonshot AI."
-INITIAL_DEFAULT_SYSTEM = "You are a helpful assistant"
-_TEMPLATES = ("chat_template", "initial")
+INSTRUCT_DEFAULT_SYSTEM = "You are a helpful assistant"
 _ARGUMENT_MARKER = "<|tool_call_argument_begin|>"
 # Misspellings of the section markers that models have sampled; not tokens, so text.
 _SECTION_BEGIN_TEXT = b"<|tool_call_section_begin|>"
@@ -140,18 +173,23 @@ _SECTION_END_TEXT = b"<|tool_call_section_end|>"
 _SECTION_BEGIN_STR = _SECTION_BEGIN_TEXT.decode()
 _SECTION_END_STR = _SECTION_END_TEXT.decode()
 
+CallIds = Literal["given", "numbered"]
+"""How call ids are written: ``"given"`` as the caller gives them (the templates),
+``"numbered"`` as ``functions.NAME:IDX`` (what Kimi models sample), results following."""
+
 
 @dataclass(frozen=True, slots=True)
 class KimiK2Options:
     """Options of the K2-Instruct format."""
 
-    template: str = "chat_template"
-    """``"chat_template"`` (``chat_template.jinja``, what ``transformers`` loads) or
-    ``"initial"`` (the older template embedded in ``tokenizer_config.json``)."""
+    call_ids: CallIds = "given"
+    """The template writes calls ``functions.NAME:IDX`` (IDX counting the message's calls)
+    and heads a tool result with its ``tool_call_id``: ``"given"`` (the template) writes
+    that id (required), ``"numbered"`` the id written for the call the result answers."""
     reasoning: Reasoning = "error"
     """What to do with reasoning of a trained turn, which K2-Instruct cannot write:
     ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
-    turns is dropped as the templates do."""
+    turns is dropped as the template does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +200,17 @@ class KimiK2ThinkingOptions:
     """False (template behaviour). True (for training data): the last assistant message
     renders exactly as the model sampled it, after the generation prompt of the messages
     before it, reasoning kept (see the module docs: the template drops the reasoning of a
-    final answer that is the conversation's first plain answer, and of the tool-calling
-    turns before it). Generation prompts are not affected."""
+    final plain answer and of every turn before it). Generation prompts are not affected."""
+    call_ids: CallIds = "given"
+    """``"given"`` (the template): calls and tool results carry the caller's ids
+    (required; a warning, once, when not of the form ``functions.NAME:IDX``; a trained
+    call's id must name its function).
+    ``"numbered"``: calls are written ``functions.NAME:IDX``, IDX counting the
+    conversation's calls (the ids Kimi models sample), and each result with the id of the
+    call it answers."""
     reasoning: Reasoning = "error"
     """What to do with reasoning of a trained turn that the template drops (turns up to
-    the conversation's first plain answer): ``"error"`` raises ``ValueError``, ``"drop"``
+    the conversation's last plain answer): ``"error"`` raises ``ValueError``, ``"drop"``
     leaves it out. Reasoning of untrained turns is rendered as the template does."""
 
 
@@ -195,6 +239,13 @@ class _KimiK2Base(Renderer):
         starts={"<|im_system|>": "", "<|im_user|>": "", "<|im_assistant|>": ""}
     )
     _has_thinking = False
+    _separators = (",", ":")
+    """``tojson``'s separators in the tool declaration."""
+    _result_newline = "\n"
+    """What follows ``## Return of {id}`` in a tool result."""
+    _per_message_ids = False
+    """True: calls are written ``functions.NAME:IDX``, IDX counting the message's calls,
+    whatever the caller's ids (K2-Instruct's template)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -211,6 +262,7 @@ class _KimiK2Base(Renderer):
         self.argument_begin = control(_ARGUMENT_MARKER)
         self.call_end = control("<|tool_call_end|>")
         self._declarations: dict[str, tuple[int, ...]] = {}
+        self._warned: set[str] = set()
         self.think: int | None = None
         self.think_end: int | None = None
         if self._has_thinking:
@@ -245,16 +297,14 @@ class _KimiK2Base(Renderer):
 
     def _declaration(self, tools: list[Any], options: Any) -> str:
         """The text declaring ``tools`` (keys deep-sorted): JSON as ``tojson`` writes it."""
-        return _json_declaration(tools, (", ", ": "))
+        return _json_declaration(tools, self._separators)
 
-    def _default_system(self, w: TokenWriter, text: str, newline: bool) -> None:
+    def _default_system(self, w: TokenWriter, text: str) -> None:
         w.control(self.im_system)
         w.text("system")
         w.control(self.im_middle)
         w.text(text)
         w.control(self.im_end)
-        if newline:
-            w.text("\n")
 
     def _header(self, w: TokenWriter, m: Message, i: int, use_name: bool) -> None:
         if m.role == "user":
@@ -271,21 +321,18 @@ class _KimiK2Base(Renderer):
         w.text("assistant")
         w.control(self.im_middle)
 
-    def _calls(
-        self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds, per_message: bool
-    ) -> None:
+    def _calls(self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds) -> None:
         """One tool-call section holding ``calls`` (sampled text of message ``i``)."""
         w.control(self.section_begin, i, True)
-        for k, part in enumerate(calls):
+        for part in calls:
             w.control(self.call_begin, i, True)
             if type(part) is ToolCallPart:
-                call_id = ids.next_call(part.name, k if per_message else None)
-                w.text(call_id, i, True)
+                w.text(ids.call(part, i, w.trains(i)), i, True)
                 w.control(self.argument_begin, i, True)
                 w.text(checked_arguments(part, i), i, True)
             else:
                 assert type(part) is UnparsedToolCallPart
-                ids.next_call(part.name or "unknown", k if per_message else None, part.id)
+                ids.unparsed_call(part)
                 head, marker, rest = part.raw.partition(_ARGUMENT_MARKER)
                 w.text(head, i, True)
                 if marker:
@@ -294,23 +341,16 @@ class _KimiK2Base(Renderer):
             w.control(self.call_end, i, True)
         w.control(self.section_end, i, True)
 
-    def _body(
-        self,
-        w: TokenWriter,
-        parts: list[Part],
-        i: int,
-        ids: _CallIds,
-        *,
-        per_message_ids: bool = False,
-    ) -> None:
+    def _body(self, w: TokenWriter, parts: list[Part], i: int, ids: _CallIds) -> None:
         """Assistant parts in order: text, thinking blocks, and runs of calls as sections."""
+        ids.new_message()
         pending: list[Part] = []
         for part in parts:
             if type(part) in (ToolCallPart, UnparsedToolCallPart):
                 pending.append(part)
                 continue
             if pending:
-                self._calls(w, pending, i, ids, per_message_ids)
+                self._calls(w, pending, i, ids)
                 pending = []
             if type(part) is TextPart:
                 w.text(part.text, i, True)
@@ -320,16 +360,21 @@ class _KimiK2Base(Renderer):
                 w.text(part.text, i, True)
                 w.control(self.think_end, i, True)
         if pending:
-            self._calls(w, pending, i, ids, per_message_ids)
+            self._calls(w, pending, i, ids)
 
-    def _tool_result(
-        self, w: TokenWriter, m: Message, i: int, ids: _CallIds, initial: bool
-    ) -> None:
+    def _tool_result(self, w: TokenWriter, m: Message, i: int, ids: _CallIds) -> None:
         text = plain_text(m, i, self.name)
-        if initial:
-            w.text(f"## Return of {m.tool_call_id or ''}\\n{text}", i)
-        else:
-            w.text(f"## Return of {ids.answer(m.name)}\n{text}", i)
+        w.text(f"## Return of {ids.result(m, i)}{self._result_newline}{text}", i)
+
+    def _call_ids(self, options: Any) -> _CallIds:
+        """The id bookkeeping of one rendering under ``options.call_ids``."""
+        return _CallIds(self, numbered=options.call_ids == "numbered")
+
+    def _warn_once(self, situation: str, message: str) -> None:
+        """A ``UserWarning`` the first time this renderer meets ``situation``."""
+        if situation not in self._warned:
+            self._warned.add(situation)
+            warnings.warn(message, UserWarning, stacklevel=2)
 
     # -- parsing ------------------------------------------------------------------------
 
@@ -337,16 +382,6 @@ class _KimiK2Base(Renderer):
         return _KimiK2Parser(self, events)
 
     # -- multi-turn rollouts ------------------------------------------------------------
-
-    @property
-    def extension_property(self) -> ExtensionProperty:
-        reasons = [
-            "tool-call ids are renumbered across the conversation",
-            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
-        ]
-        if self._has_thinking:
-            reasons.insert(0, "reasoning of turns up to the first plain answer is dropped")
-        return ExtensionProperty(False, "; ".join(reasons))
 
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
@@ -361,18 +396,6 @@ class _KimiK2Base(Renderer):
             stop=self.im_end,
         )
 
-    def _continuation_context(
-        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
-    ) -> list[Message]:
-        # Call ids count calls across the conversation (functions.NAME:IDX): the context
-        # holds as many answered calls as the prompt shows.
-        calls = sum(1 for t in prompt_ids if t == self.call_begin)
-        if not calls:
-            return [Message("user", "")]
-        assistant = Message("assistant", [ToolCallPart("f", "{}") for _ in range(calls)])
-        results = [Message("tool", "") for _ in range(calls)]
-        return [Message("user", ""), assistant, *results]
-
 
 class KimiK2Renderer(_KimiK2Base):
     """Renderer and parser for Kimi-K2-Instruct (no reasoning)."""
@@ -380,6 +403,9 @@ class KimiK2Renderer(_KimiK2Base):
     name = "kimi_k2"
     default_model = "moonshotai/Kimi-K2-Instruct"
     Options = KimiK2Options
+    _separators = (", ", ": ")
+    _result_newline = "\\n"  # a literal backslash-n: the template's escaping
+    _per_message_ids = True
 
     def _render(
         self,
@@ -389,34 +415,33 @@ class KimiK2Renderer(_KimiK2Base):
         options: KimiK2Options,
         add_generation_prompt: bool,
     ) -> None:
-        if options.template not in _TEMPLATES:
-            raise ValueError(
-                f"template: expected one of {', '.join(map(repr, _TEMPLATES))}, "
-                f"got {options.template!r}"
-            )
-        initial = options.template == "initial"
+        ids = self._call_ids(options)
         if options.reasoning == "error":
             _reject_reasoning(messages, w)
         self._tool_declaration(w, tools, options)
         if messages and messages[0].role != "system":
-            if initial:
-                self._default_system(w, INITIAL_DEFAULT_SYSTEM, newline=False)
-            else:
-                self._default_system(w, DEFAULT_SYSTEM, newline=True)
-        ids = _CallIds()
+            self._default_system(w, INSTRUCT_DEFAULT_SYSTEM)
         for i, m in enumerate(messages):
-            self._header(w, m, i, use_name=not initial)
+            self._header(w, m, i, use_name=False)
             if m.role == "assistant":
-                self._body(w, _assistant_parts(m), i, ids, per_message_ids=initial)
+                self._body(w, _assistant_parts(m), i, ids)
                 w.control(self.im_end, i, True)
                 continue
             if m.role == "tool":
-                self._tool_result(w, m, i, ids, initial)
+                self._tool_result(w, m, i, ids)
             else:
                 w.text(plain_text(m, i, self.name), i)
             w.control(self.im_end, i)
         if add_generation_prompt:
             self._generation_prompt(w)
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        return ExtensionProperty(
+            False,
+            "tool-call ids are renumbered per message; "
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
+        )
 
 
 class KimiK2ThinkingRenderer(_KimiK2Base):
@@ -435,20 +460,21 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
         options: KimiK2ThinkingOptions,
         add_generation_prompt: bool,
     ) -> None:
-        # The template's split: the FIRST assistant message without tool calls (its loop
-        # meant to find the last). Messages up to it get an empty think block.
+        ids = self._call_ids(options)
+        # The template's split: the LAST assistant message without tool calls (its loop
+        # runs backwards and breaks at the first it finds). It and every message before it
+        # are history, written with an empty think block.
         considered = messages
         if options.keep_last_reasoning and not add_generation_prompt:
             last = max((k for k, m in enumerate(messages) if m.role == "assistant"), default=0)
             considered = messages[:last]
-        split = next(
+        split = max(
             (k for k, m in enumerate(considered) if m.role == "assistant" and not _has_calls(m)),
-            -1,
+            default=-1,
         )
         self._tool_declaration(w, tools, options)
         if not messages or messages[0].role != "system":
-            self._default_system(w, DEFAULT_SYSTEM, newline=False)
-        ids = _CallIds()
+            self._default_system(w, DEFAULT_SYSTEM)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -465,51 +491,165 @@ class KimiK2ThinkingRenderer(_KimiK2Base):
                 w.control(self.im_end, i, True)
                 continue
             if m.role == "tool":
-                self._tool_result(w, m, i, ids, initial=False)
+                self._tool_result(w, m, i, ids)
             else:
                 w.text(plain_text(m, i, self.name), i)
             w.control(self.im_end, i)
         if add_generation_prompt:
             self._generation_prompt(w)
 
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        reasons = [
+            "reasoning of turns up to the last answer without tool calls is dropped",
+            "text is re-tokenized (a sampled tokenization may differ from encoding it)",
+        ]
+        if self.options.call_ids == "numbered":
+            reasons.insert(1, "tool-call ids are renumbered across the conversation")
+        return ExtensionProperty(False, "; ".join(reasons))
+
+    def _continuation_context(
+        self, prompt_ids: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Message]:
+        if options.get("call_ids", self.options.call_ids) != "numbered":
+            return [Message("user", "")]  # the caller's ids: nothing is counted
+        # Numbered ids count the calls of the conversation: the context holds as many
+        # answered calls as the prompt shows.
+        calls = sum(1 for t in prompt_ids if t == self.call_begin)
+        if not calls:
+            return [Message("user", "")]
+        assistant = Message("assistant", [ToolCallPart("f", "{}") for _ in range(calls)])
+        results = [Message("tool", "") for _ in range(calls)]
+        return [Message("user", ""), assistant, *results]
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        """A prefill starts the reasoning: ``<think>{prefill}`` after the prompt."""
+        assert self.think is not None
+        w.control(self.think)
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        assert self.think is not None
+        return [self.think, *self.table.encode(prefill)]
+
 
 def _reject_trained_reasoning(parts: list[Part], i: int) -> None:
-    """The template writes ``<think></think>`` for the conversation's first plain answer;
-    in a supervised example that silently drops the reasoning being trained on."""
+    """The template writes ``<think></think>`` for every turn up to the conversation's last
+    plain answer; in a supervised example that silently drops the reasoning being trained
+    on."""
     if any(type(p) is ThinkingPart and p.text for p in parts):
         raise reasoning_error(
             "kimi_k2_thinking",
             i,
             "its template writes <think></think> for every turn up to the conversation's "
-            "first plain answer; keep_last_reasoning=True keeps the last turn's",
+            "last plain answer; keep_last_reasoning=True keeps the last turn's",
         )
 
 
+_KIMI_ID = re.compile(r"functions\.(.+):\d+\Z", re.DOTALL)
+
+
 class _CallIds:
-    """The templates' tool-call id bookkeeping: a conversation-wide counter and the queue
-    of ids not yet answered by a tool result."""
+    """The call ids of one rendering: what each call is written with and what each tool
+    result is headed with (see the module docs)."""
 
-    __slots__ = ("count", "queue")
+    __slots__ = ("count", "in_message", "numbered", "renderer", "unanswered", "written")
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.queue: list[str] = []
+    def __init__(self, renderer: _KimiK2Base, *, numbered: bool) -> None:
+        self.renderer = renderer
+        self.numbered = numbered
+        self.count = 0  # calls of the conversation so far
+        self.in_message = 0  # calls of the current message so far
+        self.written: dict[str, str] = {}  # the caller's id -> the id written (numbered)
+        self.unanswered: list[str] = []  # ids written, not yet answered (numbered)
 
-    def next_call(self, name: str, per_message: int | None, given: str | None = None) -> str:
-        index = self.count if per_message is None else per_message
-        call_id = given or f"functions.{name}:{index}"
-        self.count += 1
-        self.queue.append(call_id)
+    def new_message(self) -> None:
+        self.in_message = 0
+
+    def call(self, part: ToolCallPart, i: int, trained: bool) -> str:
+        """The id written for the call ``part`` of message ``i`` (``trained``: a trained
+        turn, whose calls must name their function)."""
+        per_message = self.renderer._per_message_ids
+        if per_message or self.numbered:
+            index = self.in_message if per_message else self.count
+            call_id = f"functions.{part.name}:{index}"
+        else:
+            if part.id is None:
+                raise ValueError(
+                    f"messages[{i}]: {self.renderer.name} writes each tool call's id, which "
+                    f"names its function; the call to {part.name!r} has none (give ids, "
+                    "or pass call_ids='numbered' to number the calls functions.NAME:IDX)"
+                )
+            call_id = part.id
+            match = _KIMI_ID.match(call_id)
+            if match is None or match.group(1) != part.name:
+                if trained and tool_name_from_id(call_id) != part.name:
+                    raise ValueError(
+                        f"messages[{i}]: {self.renderer.name} writes a tool call's id, not its "
+                        f"name, and the id {call_id!r} of this trained call to {part.name!r} "
+                        "does not name it: the model would learn a call to no function (give "
+                        "ids functions.NAME:IDX, or pass call_ids='numbered')"
+                    )
+                self._foreign(call_id, i)
+        self._count(part.id, call_id)
         return call_id
 
-    def answer(self, name: str | None) -> str:
-        if self.queue:
-            return self.queue.pop(0)
-        return f"functions.{name or 'unknown'}:{self.count}"
+    def unparsed_call(self, part: UnparsedToolCallPart) -> None:
+        """An unparsed call (written as sampled, its id inside): counted like a call."""
+        self._count(part.id, part.id or "")
+
+    def _count(self, given: str | None, written: str) -> None:
+        self.count += 1
+        self.in_message += 1
+        if self.numbered:
+            if given is not None:
+                self.written[given] = written
+            self.unanswered.append(written)
+
+    def result(self, m: Message, i: int) -> str:
+        """The id heading the tool result ``m`` (message ``i``)."""
+        given = m.tool_call_id
+        if not self.numbered:
+            if given is None:
+                raise ValueError(
+                    f"messages[{i}]: {self.renderer.name} heads a tool result with the id of "
+                    "the call it answers; this tool message has no tool_call_id (give it, or "
+                    "pass call_ids='numbered' to answer the calls in order)"
+                )
+            if _KIMI_ID.match(given) is None:
+                self._foreign(given, i)
+            return given
+        if given is None:
+            if not self.unanswered:
+                raise ValueError(
+                    f"messages[{i}]: this tool message has no tool_call_id and every earlier "
+                    "tool call is answered (call_ids='numbered' answers calls in order)"
+                )
+            return self.unanswered.pop(0)
+        written = self.written.get(given)
+        if written is None:
+            raise ValueError(
+                f"messages[{i}]: tool_call_id {given!r} names no earlier tool call "
+                "(call_ids='numbered' heads a result with the id written for its call)"
+            )
+        if written in self.unanswered:
+            self.unanswered.remove(written)
+        return written
+
+    def _foreign(self, call_id: str, i: int) -> None:
+        r = self.renderer
+        if "foreign ids" in r._warned:  # every render of a history meets its ids again
+            return
+        r._warn_once(
+            "foreign ids",
+            f"{r.name}: tool-call ids not of the form functions.NAME:IDX, the form Kimi "
+            f"models were trained on (messages[{i}]: {call_id!r}), are written as given, as "
+            "the template does; call_ids='numbered' writes functions.NAME:IDX ids",
+        )
 
 
 def _reject_reasoning(messages: list[Message], w: TokenWriter) -> None:
-    """Kimi-K2-Instruct is not a reasoning model: its templates drop reasoning, and silently
+    """Kimi-K2-Instruct is not a reasoning model: its template drops reasoning, and silently
     dropping it from a trained turn would corrupt training data."""
     for i, m in enumerate(messages):
         if m.role != "assistant" or not w.trains(i):
@@ -518,7 +658,7 @@ def _reject_reasoning(messages: list[Message], w: TokenWriter) -> None:
             raise reasoning_error(
                 "kimi_k2",
                 i,
-                "Kimi-K2-Instruct has no reasoning and its templates drop it; "
+                "Kimi-K2-Instruct has no reasoning and its template drops it; "
                 "kimi_k2_thinking writes it",
             )
 

@@ -17,7 +17,9 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   starts inside the reasoning (the parser starts in the thinking state);
   ``thinking=False`` closes the block in the prompt (``<think></think>``).
 - **Tool calls** carry the caller's id (``tool_calls[k].id``, required), written as is;
-  a tool result names the call it answers with its ``tool_call_id`` (required).
+  a tool result names the call it answers with its ``tool_call_id`` (required). The
+  arguments are written as the text given, verbatim, as the template writes a string
+  (an object it writes as ``tojson``, which is what a dict given as arguments becomes).
 - **Reasoning**: every assistant turn up to and including the conversation's last
   assistant message without tool calls is history, written ``<think></think>{text}``
   (its reasoning dropped); later turns keep theirs. ``preserve_thinking=True`` keeps
@@ -33,6 +35,14 @@ The turns, tool-call sections and markers are Kimi-K2-Thinking's (see
   tokenizer's code, as Rust and other non-Python servers do, and what tml-renderers
   writes.
 
+Prefill: after the generation prompt: the reasoning after its ``<think>``, or with
+``thinking=False`` the answer after ``<think></think>`` (as ``continue_final_message``
+writes a final answer; the template writes the reasoning of a final plain answer as
+history, so ``"reasoning_content"`` renders only a tool-calling final message's).
+
+Degenerate inputs (``content: None``, ``tool_calls: []``, empty and ``None`` tool results)
+render as the template renders them.
+
 A supervised example renders the trained (last) turn after the generation prompt of the
 messages before it, exactly as the model samples it, reasoning kept; the template would
 rewrite a final plain answer as history, dropping the reasoning being trained on (the same
@@ -43,12 +53,16 @@ Parsing is Kimi-K2's (:mod:`renderers.kimi_k2`), starting inside the reasoning w
 prompt opened it; a call's ``id`` is the id as sampled and its name is read from it
 (``functions.NAME:IDX``).
 
-Verified against tml-renderers 0.2.1 (``KimiK25()``, ``KimiK25.disable_thinking()``,
-``KimiK25(strip_thinking_from_history=False)``, with ``tool_declaration="json"``, since it
-declares tools as JSON; the official template was not available offline), and the
-TypeScript-style declaration against tinker-cookbook 0.6.1's copy of the tokenizer's
-encoder. Where this renderer follows Kimi-K2-Thinking's template instead (headers name a
-user or assistant message's ``name``; the oracle writes the role), it says so in tests.
+Verified against Moonshot's template (the model repository's ``chat_template.jinja``)
+rendered by transformers, with thinking on and off: generation prompts equal it, and
+supervised examples except for the trained turn above; the TypeScript-style declaration
+against tinker-cookbook 0.6.1's copy of the tokenizer's encoder, also as the template's
+``tools_ts_str``. Cross-checked with tml-renderers 0.2.1 (``KimiK25()``,
+``KimiK25.disable_thinking()``, ``KimiK25(strip_thinking_from_history=False)``, with
+``tool_declaration="json"``, since it declares tools as JSON), the only reference for
+``preserve_thinking=True``, which is not a variable of the template; where tml-renderers
+writes the role in the header of a named user or assistant message, the template and
+this renderer write the ``name``.
 """
 
 from __future__ import annotations
@@ -84,8 +98,9 @@ class KimiK25Options:
     thinking: bool = True
     """False: the generation prompt closes an empty think block (no reasoning)."""
     preserve_thinking: bool = False
-    """True: every assistant turn keeps its reasoning. False (template default): turns up
-    to the last assistant message without tool calls are written without it."""
+    """True: every assistant turn keeps its reasoning (not a variable of Moonshot's
+    template: tml-renderers' ``strip_thinking_from_history=False``). False (the template):
+    turns up to the last assistant message without tool calls are written without it."""
     tool_declaration: Literal["typescript", "json"] = "typescript"
     """How tools are declared: ``"typescript"`` as the model repository's tokenizer
     declares them (JSON where that style cannot express a schema), ``"json"`` as the
@@ -123,6 +138,7 @@ class KimiK25Renderer(_KimiK2Base):
             default=-1,
         )
         self._tool_declaration(w, tools, options)
+        ids = _CallIds(self, numbered=False)  # calls write their own ids (_calls)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -152,7 +168,7 @@ class KimiK25Renderer(_KimiK2Base):
                     w.text(parts[0].text, i, True)
                     parts = parts[1:]
                 w.control(self.think_end, i, options.thinking)
-                self._body(w, parts, i, _CallIds())
+                self._body(w, parts, i, ids)
                 w.control(self.im_end, i, True)
                 continue
             if m.role == "tool":
@@ -179,9 +195,7 @@ class KimiK25Renderer(_KimiK2Base):
                 return declaration
         return _json_declaration(tools, (",", ":"))
 
-    def _calls(
-        self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds, per_message: bool
-    ) -> None:
+    def _calls(self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds) -> None:
         """One tool-call section holding ``calls``, each with the caller's id."""
         w.control(self.section_begin, i, True)
         for part in calls:

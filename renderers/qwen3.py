@@ -32,6 +32,24 @@ Like the template, an assistant message without reasoning whose text contains
 ``</think>`` is read as inline reasoning (``"<think>r</think>answer"``, the convention of
 R1-style datasets): the part before ``</think>`` becomes the think block.
 
+Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
+``{"a":1}``): the template writes a string ``arguments`` as is and an object as ``tojson``
+(a dict given as arguments is written as its ``tojson`` here too). A server that parses
+the arguments text into an object before templating (vLLM) makes the template write
+``tojson`` of it: the same text whenever the given text is in that form.
+
+Prefill (``build_generation_prompt(..., prefill=text)``): with thinking on, the prefill
+starts the reasoning, ``<think>⏎{prefill}`` after the generation prompt (the opener the
+model samples first), as ``continue_final_message="reasoning_content"`` writes it; with
+``enable_thinking=False`` it starts the answer after the prompt's empty think block, as
+``continue_final_message="content"`` writes it. (With thinking on the latter writes a
+final answer with an empty think block: that is the ``enable_thinking=False`` prompt.)
+
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template; our message model has no
+other spelling for them); the template renders them the same way whether transformers
+passes the ``None`` (5.0 to 5.22) or drops the key (5.23 and later).
+
 Divergences from the template, on purpose:
 
 - list-of-parts content is rendered as its text parts joined (the template renders it
@@ -61,7 +79,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.options import Reasoning, reasoning_error
+from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
@@ -96,6 +114,10 @@ class Qwen3Options:
     ``enable_thinking=False``, whose generation prompt closes an empty think block):
     ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
     turns is rendered as the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 class Qwen3Renderer(Renderer):
@@ -298,10 +320,27 @@ class Qwen3Renderer(Renderer):
         w.control(self.im_end, i, True)
         w.text("\n", i)
 
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Qwen3Options) -> None:
+        """With thinking on a prefill starts the reasoning (``<think>⏎{prefill}``, as the
+        model opens it); with it off it follows the prompt's empty think block."""
+        if options.enable_thinking:
+            w.control(self.think)
+            prefill = "\n" + prefill
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Qwen3Options) -> list[int]:
+        if options.enable_thinking:
+            return [self.think, *self.table.encode("\n" + prefill)]
+        return self.table.encode(prefill)
+
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
-        return TaggedParser(self.grammar, self.table, events)
+        return TaggedParser(
+            self.grammar, self.table, events, calls_end_reasoning=options.drafted_calls == "call"
+        )
 
     # -- multi-turn rollouts ------------------------------------------------------------
 

@@ -37,10 +37,19 @@ end-of-sequence.
 - **Tool calls**: after the text, the first call is preceded by a blank line (none when
   the message has no text), later ones by a newline. Each argument is a
   ``<parameter=KEY>`` block: a string value as is; other values as JSON (``tojson``), but
-  Qwen3.5 writes ``true``/``false``/``null`` the way Python prints them (``True``,
-  ``False``, ``None``: its template applies ``|string`` to scalars). Arguments given as
-  JSON text keep each value's text as written (arguments parsed from a completion render
-  back as sampled).
+  Qwen3.5 writes numbers, ``true``/``false`` and ``null`` the way Python prints them
+  (``10.0``, ``True``, ``False``, ``None``: its template applies ``|string`` to scalars).
+- **Arguments as servers render them**: the templates iterate over an arguments object,
+  and inference servers parse a call's arguments text into one before templating (vLLM's
+  ``_postprocess_messages``, ``vllm/entrypoints/chat_utils.py`` at vllm-project/vllm
+  bd5ec6d5), so the model sees each value re-serialised: arguments given as JSON text are
+  parsed and written that way (``{"a":1}`` -> ``{"a": 1}``, ``1e1`` -> ``10.0``; a key
+  given twice keeps its last value, as ``json.loads`` does). ``verbatim_arguments=True``
+  writes each value's JSON text as given instead (arguments parsed from a completion then
+  render back as sampled). ``arguments: ""`` is a call without arguments (no
+  ``<parameter>``): Qwen3.8's template skips it (``tool_call.arguments != ''``); Qwen3.5's
+  template fails on it (``|items`` of a string), and vLLM hands the template ``{}`` for it,
+  which renders the same way.
 - **Tool results** follow the call turn as a user turn holding one ``<tool_response>``
   block per result.
 - **Qwen3.8 reasoning effort**: ``reasoning_effort="xhigh"`` (default) or ``"low"`` puts
@@ -66,6 +75,17 @@ line (not a newline) between text and the first call; nested argument values as
 ``tojson`` (``{"a": 1}``, not ``{"a":1}``); a system message only at the start; Qwen3.5's
 inline-reasoning convention; ``preserve_thinking`` history blocks written with the
 template's newlines.
+
+Prefill: after the generation prompt, which opens the think block (the prefill starts the
+reasoning, as ``continue_final_message="reasoning_content"`` writes it) or, with
+``enable_thinking=False``, closes an empty one (the answer, as
+``continue_final_message="content"`` writes it; with thinking on that writes the answer
+after an empty think block, the ``enable_thinking=False`` prompt).
+
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template; our message model has no
+other spelling for them); the templates render them the same way whether transformers
+passes the ``None`` (5.0 to 5.22) or drops the key (5.23 and later).
 
 Divergences from the templates, on purpose:
 
@@ -94,7 +114,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.options import Reasoning
+from renderers.core.options import DraftedCalls, Reasoning
 from renderers.core.parsing import (
     TEXT,
     THINKING,
@@ -112,6 +132,9 @@ from renderers.rendering import Renderer, checked_arguments, joined_text_parts, 
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer"]
+
+_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
+"""The templates' ``tojson`` (transformers': non-ASCII kept, default separators)."""
 
 _TOOLS_INTRO = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
 _TOOLS_OUTRO = (
@@ -151,6 +174,14 @@ class Qwen35Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    verbatim_arguments: bool = False
+    """False (as servers render them): a call's arguments text is parsed and each value
+    written as the template writes the parsed value (``{"a":1}`` -> ``{"a": 1}``,
+    ``1e1`` -> ``10.0``). True: each value's JSON text is written as given."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +200,14 @@ class Qwen38Options:
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
     out. Reasoning of untrained turns is rendered as the template does."""
+    verbatim_arguments: bool = False
+    """False (as servers render them): a call's arguments text is parsed and each value
+    written as the template writes the parsed value (``{"a":1}`` -> ``{"a": 1}``,
+    ``1e1`` -> ``10.0``). True: each value's JSON text is written as given."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call, as vLLM's Qwen3 parser
+    reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
 class _Qwen35Family(Renderer):
@@ -367,7 +406,7 @@ class _Qwen35Family(Renderer):
                 w.text(separator, i, True)
                 w.control(self.tool_call, i, True)
                 if type(part) is ToolCallPart:
-                    w.text(self._call_body(part, i), i, True)
+                    w.text(self._call_body(part, i, options.verbatim_arguments), i, True)
                 else:
                     assert type(part) is UnparsedToolCallPart
                     w.text(part.raw, i, True)
@@ -376,33 +415,57 @@ class _Qwen35Family(Renderer):
         w.control(self.im_end, i, True)
         w.text("\n", i)
 
-    def _call_body(self, part: ToolCallPart, i: int) -> str:
-        """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``."""
+    def _call_body(self, part: ToolCallPart, i: int, verbatim: bool) -> str:
+        """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``: each
+        value as the template writes the parsed value, or as given (``verbatim``)."""
+        lines = [f"\n<function={part.name}>\n"]
+        if part.arguments != "":  # no arguments (see the module docs)
+            members = self._parameters(part, i, verbatim)
+            lines += [f"<parameter={key}>\n{text}\n</parameter>\n" for key, text in members]
+        lines.append("</function>\n")
+        return "".join(lines)
+
+    def _parameters(self, part: ToolCallPart, i: int, verbatim: bool) -> list[tuple[str, str]]:
+        """Each argument's key and the text of its ``<parameter>`` block."""
         checked_arguments(part, i)
         try:
-            members = json_object_members(part.arguments)
+            if verbatim:
+                members = [(k, v, raw) for k, v, raw in json_object_members(part.arguments)]
+            else:
+                parsed = json.loads(part.arguments)
+                if not isinstance(parsed, dict):
+                    raise ValueError(f"expected an object, got {type(parsed).__name__}")
+                members = [(k, v, "") for k, v in parsed.items()]
         except ValueError as exc:
             raise ValueError(
                 f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
                 f"which {self.name} writes one <parameter> per key ({exc}): "
                 f"{part.arguments[:60]!r}"
             ) from None
-        lines = [f"\n<function={part.name}>\n"]
+        out = []
         for key, value, raw in members:
             if isinstance(value, str):
                 text = value
             elif self._python_scalars and (value is None or isinstance(value, bool)):
-                text = str(value)
-            else:
+                text = str(value)  # Qwen3.5: ``|string``, as Python prints it
+            elif verbatim:
                 text = raw
-            lines.append(f"<parameter={key}>\n{text}\n</parameter>\n")
-        lines.append("</function>\n")
-        return "".join(lines)
+            elif self._python_scalars and not isinstance(value, (dict, list)):
+                text = str(value)  # a number: ``|string`` (``10.0``, ``1e+20``)
+            else:
+                text = _TOJSON(value)  # ``tojson``
+            out.append((key, text))
+        return out
 
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Any, events: bool) -> StreamParser:
-        return _Qwen35Parser(self, events, thinking=options.enable_thinking)
+        return _Qwen35Parser(
+            self,
+            events,
+            thinking=options.enable_thinking,
+            calls_end_reasoning=options.drafted_calls == "call",
+        )
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -540,7 +603,9 @@ class _Qwen35Parser(StreamParser):
     """Qwen3.5/3.8 completions: reasoning (from the start when the prompt opened it), text
     and XML tool calls, in any order."""
 
-    def __init__(self, r: _Qwen35Family, events: bool, *, thinking: bool) -> None:
+    def __init__(
+        self, r: _Qwen35Family, events: bool, *, thinking: bool, calls_end_reasoning: bool = False
+    ) -> None:
         super().__init__(
             r.table,
             structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
@@ -549,6 +614,8 @@ class _Qwen35Parser(StreamParser):
             events=events,
         )
         self._r = r
+        self._calls_end_reasoning = calls_end_reasoning
+        self._ended_by_call = False  # a call ended the open reasoning; its end may follow
         asm = self.asm
         self._on_text = asm.write  # type: ignore[method-assign]
         if thinking:
@@ -629,8 +696,20 @@ class _Qwen35Parser(StreamParser):
         asm = self.asm
         kind = asm.kind
         if kind == THINKING and token_id in (r.tool_call, r.tool_call_end):
+            if token_id == r.tool_call and self._calls_end_reasoning:
+                # vLLM's Qwen3 parser: the call ends the reasoning (see DraftedCalls).
+                asm.close(pos, strip_suffix="\n")
+                asm.open(TOOL_CALL, pos)
+                self._ended_by_call = True
+                return
             self._drafted_call(token_id, pos)
             return
+        if token_id == r.think_end and kind == TEXT and self._ended_by_call:
+            # The end of the think block a call ended: the server drops it from the text.
+            self._ended_by_call = False
+            return
+        if token_id == r.think:
+            self._ended_by_call = False
         if kind == THINKING and token_id == r.think:
             self._keep_as_text(token_id, pos, None)  # a nested <think> is reasoning too
             return

@@ -40,6 +40,7 @@ __all__ = [
     "Renderer",
     "TrainOn",
     "checked_arguments",
+    "checked_prefill",
     "joined_text_parts",
     "plain_text",
     "section_closing",
@@ -145,11 +146,21 @@ class Renderer:
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        prefill: str | None = None,
         **options: Any,
     ) -> list[int]:
         """Token ids of the conversation followed by the assistant generation prompt,
-        identical to the official template's ``add_generation_prompt=True`` rendering."""
-        writer = self._write(messages, tools, options, add_generation_prompt=True)
+        identical to the official template's ``add_generation_prompt=True`` rendering.
+
+        ``prefill``: text the model is forced to start its turn with, written after the
+        generation prompt as ordinary text (control-token spellings stay text), tokenized
+        with the prompt's text as the template's text is. It starts the part the turn
+        starts with: the reasoning where thinking is on (after the think opener the prompt
+        or the format writes), else the answer; each format's module says where. Parse the
+        completion with the same ``prefill`` (:meth:`parse_response`) to get a message that
+        includes it."""
+        writer = self._write(messages, tools, options, add_generation_prompt=True, prefill=prefill)
         return writer.ids()
 
     def build_supervised_example(
@@ -303,7 +314,11 @@ class Renderer:
 
     def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
         """Parse the sampled completion (the ids after the generation prompt): a list, a 1-D
-        NumPy array, or a 1-D tensor NumPy reads (PyTorch on the CPU)."""
+        NumPy array, or a 1-D tensor NumPy reads (PyTorch on the CPU).
+
+        ``prefill=text``: the prompt ended with this prefill (see
+        :meth:`build_generation_prompt`): the message starts with it, as if the model had
+        sampled it; spans count from the completion's first id."""
         return self.stream_parser(_events=False, **options).parse(token_ids)
 
     def parse_text(self, text: str, **options: Any) -> ParseResult:
@@ -317,10 +332,16 @@ class Renderer:
     def stream_parser(self, **options: Any) -> StreamParser:
         """An incremental parser: ``feed(ids) -> events``, ``finish() -> ParseResult``.
 
-        Feeding the ids in any split gives the same result as :meth:`parse_response`.
+        Feeding the ids in any split gives the same result as :meth:`parse_response`
+        (``prefill`` too: the events of the prefill's text come with the first feed).
         """
         events = options.pop("_events", True)
-        return self._new_parser(self._with_options(self.options, options), events)
+        prefill = checked_prefill(options.pop("prefill", None))
+        chosen = self._with_options(self.options, options)
+        parser = self._new_parser(chosen, events)
+        if prefill:
+            parser.read_before(self._prefill_ids(prefill, chosen))
+        return parser
 
     def decode(self, token_ids: Sequence[int] | np.ndarray) -> str:
         """Decode ids to text (control tokens spelled out), for display and debugging."""
@@ -336,13 +357,15 @@ class Renderer:
         max_length: int | None = None,
         max_response_length: int | None = None,
         max_turns: int | None = None,
+        prefill: str | None = None,
         **options: Any,
     ) -> Rollout:
         """Start a multi-turn episode that keeps the exact sampled ids, their logprobs and
         the span of every turn (see :class:`Rollout`). ``max_length`` bounds the whole
         episode, ``max_response_length`` the tokens after the initial prompt and
         ``max_turns`` the number of completions (see :meth:`Rollout.max_tokens` and
-        :attr:`Rollout.done`)."""
+        :attr:`Rollout.done`); ``prefill`` ends the first prompt (see
+        :meth:`build_generation_prompt`)."""
         return Rollout(
             self,
             messages,
@@ -350,6 +373,7 @@ class Renderer:
             max_length=max_length,
             max_response_length=max_response_length,
             max_turns=max_turns,
+            prefill=prefill,
             **options,
         )
 
@@ -421,11 +445,27 @@ class Renderer:
         new_messages: list[Message],
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
+        prefill: str | None = None,
     ) -> list[int]:
         """Ids the template writes after the end token of the last (sampled) message of
-        ``history``: template text, ``new_messages`` and the generation prompt."""
-        writer = self._write([*history, *new_messages], tools, options, add_generation_prompt=True)
+        ``history``: template text, ``new_messages`` and the generation prompt (then
+        ``prefill``)."""
+        writer = self._write(
+            [*history, *new_messages], tools, options, add_generation_prompt=True, prefill=prefill
+        )
         return writer.ids_after(len(history) - 1)
+
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        """Write ``prefill`` after the generation prompt: ordinary text, joined to the
+        prompt's last text (formats whose prefill opens a part override this)."""
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        """What a parser reads before the completion for ``prefill``: what
+        :meth:`_write_prefill` writes, as the model would have sampled it."""
+        return self.table.encode(prefill)
 
     # -- format hooks -------------------------------------------------------------------
 
@@ -467,6 +507,7 @@ class Renderer:
         options: Mapping[str, Any],
         add_generation_prompt: bool,
         trained: Collection[int] = (),
+        prefill: str | None = None,
     ) -> TokenWriter:
         msgs = (
             messages
@@ -474,16 +515,21 @@ class Renderer:
             else coerce_messages(messages)
         )
         self._check_roles(msgs)
+        prefill = checked_prefill(prefill)
         tool_list = normalize_tools(tools)
         writer = TokenWriter(self.table, trained)
-        self._render(
-            writer,
-            msgs,
-            tool_list,
-            self._with_options(self.options, options),
-            add_generation_prompt,
-        )
+        chosen = self._with_options(self.options, options)
+        self._render(writer, msgs, tool_list, chosen, add_generation_prompt)
+        if prefill:
+            self._write_prefill(writer, prefill, chosen)
         return writer
+
+
+def checked_prefill(prefill: Any) -> str | None:
+    """The ``prefill`` a caller gave (``None`` or text; a ``TypeError`` otherwise)."""
+    if prefill is not None and not isinstance(prefill, str):
+        raise TypeError(f"prefill: expected text (a str) or None, got {type(prefill).__name__}")
+    return prefill
 
 
 _RESTORED: dict[tuple[type[Renderer], TokenizerSource, Any], Renderer] = {}

@@ -62,6 +62,8 @@ class TurnRenderer(Protocol):
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        prefill: str | None = None,
         **options: Any,
     ) -> list[int]: ...
 
@@ -85,6 +87,7 @@ class TurnRenderer(Protocol):
         new_messages: list[Message],
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
+        prefill: str | None = None,
     ) -> list[int]: ...
 
 
@@ -160,6 +163,10 @@ class Rollout:
     (nor their logprobs). ``max_length`` bounds the whole episode (prompt included, the
     model's context), ``max_response_length`` the tokens after the initial prompt (as
     verl's ``response_length``), ``max_turns`` the number of completions.
+
+    ``prefill`` (here, and in :meth:`add_messages` for a later turn) ends the prompt with
+    text the model is forced to start with (see :meth:`Renderer.build_generation_prompt`):
+    its ids are prompt ids (weight 0), and the turn's parsed message starts with it.
     """
 
     def __init__(
@@ -171,11 +178,15 @@ class Rollout:
         max_length: int | None = None,
         max_response_length: int | None = None,
         max_turns: int | None = None,
+        prefill: str | None = None,
         **options: Any,
     ) -> None:
         conversation = coerce_messages(messages)
-        ids = renderer.build_generation_prompt(conversation, tools, **options)
+        ids = renderer.build_generation_prompt(conversation, tools, prefill=prefill, **options)
         self._start(renderer, conversation, ids, tools, options)
+        if prefill:
+            base = renderer.build_generation_prompt(conversation, tools, **options)
+            self._set_prefill(prefill, base, 0)
         self._set_limits(max_length, max_response_length, max_turns)
 
     def _start(
@@ -198,6 +209,16 @@ class Rollout:
         self._ended: list[bool] = []  # per completion: it ended its turn (not cut off)
         self._with_logprobs: bool | None = None  # whether completions came with logprobs
         self._awaiting_completion = True
+        # The prefill ending the current prompt, and the prompt's ids from ``start`` on as
+        # they are without it (what the completion's state is read from).
+        self._prefill: str | None = None
+        self._unprefilled: tuple[int, list[int]] | None = None
+
+    def _set_prefill(self, prefill: str, base: list[int], start: int) -> None:
+        """The current prompt (``self._ids``) ends with ``prefill``; ``base`` is its ids
+        from ``start`` on without the prefill."""
+        self._prefill = prefill
+        self._unprefilled = (start, base)
 
     def _set_limits(
         self, max_length: int | None, max_response_length: int | None, max_turns: int | None
@@ -330,7 +351,14 @@ class Rollout:
             raise ValueError(
                 f"finish_reason: expected 'stop', 'length' or None, got {finish_reason!r}"
             )
-        result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
+        if self._prefill is None:
+            result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
+        else:
+            assert self._unprefilled is not None
+            start, base = self._unprefilled
+            options = {**self.options, "prefill": self._prefill}
+            result = self.renderer._parse_after_prompt(self._ids[:start] + base, ids, options)
+            self._prefill = self._unprefilled = None
         ids = int_ids(ids)  # (checked by the parse)
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
         start = len(self._ids)
@@ -366,11 +394,16 @@ class Rollout:
         checked: list[float] = values.tolist()
         return checked
 
-    def add_messages(self, new_messages: Iterable[Message | Mapping[str, Any]]) -> list[int]:
+    def add_messages(
+        self,
+        new_messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        prefill: str | None = None,
+    ) -> list[int]:
         """Close the sampled turn as the format's history does (the stop token when the
         sampler dropped it, closers of a turn cut off inside a block), then append the new
-        messages and the generation prompt as the template renders them; returns the next
-        prompt ids.
+        messages and the generation prompt as the template renders them (then ``prefill``,
+        the text the next turn is forced to start with); returns the next prompt ids.
 
         Where the format's history replaces a sampled token (gpt-oss ends a final answer
         with ``<|end|>`` where the model sampled ``<|return|>``), the history token takes
@@ -391,9 +424,14 @@ class Rollout:
             pos = completion.end - replaced + k
             self._ids[pos] = closing[k]
             self._weights[pos] = False
-        suffix = self.renderer._continuation(self.messages, new, self.tools, self.options)
+        suffix = self.renderer._continuation(
+            self.messages, new, self.tools, self.options, prefill=prefill
+        )
         added = [*closing[replaced:], *suffix]
         start = len(self._ids)
+        if prefill:
+            base = self.renderer._continuation(self.messages, new, self.tools, self.options)
+            self._set_prefill(prefill, [*closing[replaced:], *base], start)
         self._ids += added
         self._weights += [False] * len(added)
         self._logprobs += [math.nan] * len(added)
@@ -510,7 +548,9 @@ class Rollout:
         whole without logprobs); ``turns`` (``kind``, ``start``, ``end``); ``completions``
         (per completion: the index of its message, ``termination``, ``stop_token_id``,
         ``trailing_ids``, ``issues``, part ``spans`` and whether it ``ended`` its turn);
-        ``awaiting_completion``; and, for readers, ``done_reason`` (or ``null``).
+        ``awaiting_completion``; ``prefill`` (the prefill ending the prompt that awaits its
+        completion: ``text``, and ``start`` and ``ids``, the prompt's ids from ``start`` on
+        without it; ``null`` without one); and, for readers, ``done_reason`` (or ``null``).
         """
         indices = self._completion_message_indices()
         return {
@@ -546,6 +586,13 @@ class Rollout:
                 for r, ended, index in zip(self.results, self._ended, indices, strict=True)
             ],
             "awaiting_completion": self._awaiting_completion,
+            "prefill": None
+            if self._prefill is None or self._unprefilled is None
+            else {
+                "text": self._prefill,
+                "start": self._unprefilled[0],
+                "ids": list(self._unprefilled[1]),
+            },
             "done_reason": None if self.done_reason is None else self.done_reason.value,
         }
 
@@ -613,6 +660,11 @@ class Rollout:
         rollout._ended = [bool(c["ended"]) for c in completions]
         rollout._with_logprobs = None if not completions else logprobs is not None
         rollout._awaiting_completion = bool(data["awaiting_completion"])
+        prefill = data.get("prefill")  # (absent from dicts written before prefills)
+        if prefill is not None:
+            ids = [int(t) for t in prefill["ids"]]
+            renderer.table.check_ids(ids)
+            rollout._set_prefill(str(prefill["text"]), ids, int(prefill["start"]))
         return rollout
 
     def __getstate__(self) -> dict[str, Any]:

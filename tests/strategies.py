@@ -110,6 +110,18 @@ arguments = st.dictionaries(text, json_values, max_size=5).map(
 )
 """Tool-call arguments as JSON object text (nested values, unicode, numbers, booleans)."""
 
+_SPELLINGS = (
+    lambda d: json.dumps(d, ensure_ascii=False),
+    lambda d: json.dumps(d, separators=(",", ":")),
+    lambda d: json.dumps(d, indent=1, ensure_ascii=False),
+)
+any_arguments = st.tuples(
+    st.dictionaries(text, json_values, max_size=5), st.sampled_from(_SPELLINGS)
+).map(lambda t: t[1](t[0]))
+"""Tool-call arguments as JSON object text in any spelling a caller may give (the
+templates' ``tojson``, compact, ASCII-escaped, indented), for formats that write the
+parsed value."""
+
 tool_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,24}", fullmatch=True)
 
 unparsable = text.map(lambda t: "{not json " + t)
@@ -123,9 +135,12 @@ def text_parts() -> st.SearchStrategy[TextPart]:
     return st.builds(TextPart, text)
 
 
-def tool_call_parts(with_ids: bool = False) -> st.SearchStrategy[ToolCallPart]:
+def tool_call_parts(
+    with_ids: bool = False, any_spelling: bool = False
+) -> st.SearchStrategy[ToolCallPart]:
+    """Calls with arguments as ``tojson`` writes them (``any_spelling``: any valid JSON)."""
     ids = st.from_regex(r"call_[a-z0-9]{1,8}", fullmatch=True) if with_ids else st.none()
-    return st.builds(ToolCallPart, tool_names, arguments, id=ids)
+    return st.builds(ToolCallPart, tool_names, any_arguments if any_spelling else arguments, id=ids)
 
 
 def unparsed_tool_call_parts(named: bool = False) -> st.SearchStrategy[UnparsedToolCallPart]:
@@ -142,16 +157,15 @@ def assistant_messages(
     named_unparsed: bool = False,
     max_parts: int = 6,
     max_calls: int = 3,
+    any_spelling: bool = False,
 ) -> st.SearchStrategy[Message]:
     """Random assistant messages: thinking, text and tool calls, interleaved in any order
     when ``interleaved``, else in the canonical order thinking, text, tool calls.
     ``thinking=False`` leaves reasoning out (for formats that cannot render it);
-    ``named_unparsed`` gives unparsed calls a name (formats that address calls by name)."""
-    call = (
-        st.one_of(tool_call_parts(), unparsed_tool_call_parts(named_unparsed))
-        if unparsed
-        else tool_call_parts()
-    )
+    ``named_unparsed`` gives unparsed calls a name (formats that address calls by name);
+    ``any_spelling``: arguments in any valid JSON spelling."""
+    calls = tool_call_parts(any_spelling=any_spelling)
+    call = st.one_of(calls, unparsed_tool_call_parts(named_unparsed)) if unparsed else calls
     if interleaved:
         part = st.one_of(*([thinking_parts()] if thinking else []), text_parts(), call)
         parts = st.lists(part, max_size=max_parts)

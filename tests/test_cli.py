@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import select
 import signal
 import subprocess
@@ -46,6 +47,7 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
     assert "\x1b[" not in out  # not a terminal: no colour
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model",
     ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"],
@@ -248,6 +250,99 @@ def test_think_accepts_the_reasoning_parser_names_of_inference_servers(
     assert json.loads(proc.stdout) == expected
 
 
+def test_think_displays_thinking_as_numbered_blocks_or_agent_lines() -> None:
+    """The seed documents' displays (test_text_seeds.py checks them on their examples):
+    colour only on a terminal or when asked."""
+    blocks = run("think", "--display", "blocks", stdin=THOUGHTFUL)
+    assert blocks.stdout == "Intro.\n\nThe answer is 42.\n"
+    assert blocks.stderr == "💭 [Thinking 1]\n  Step one.\n  Step two.\n\n"
+    coloured = run("think", "--display", "blocks", "--color", "always", stdin=THOUGHTFUL)
+    assert coloured.stderr == (
+        "\x1b[34m💭 [Thinking 1]\x1b[0m\n\x1b[36m  Step one.\x1b[0m\n\x1b[36m  Step two.\x1b[0m\n\n"
+    )
+    merged = subprocess.run(  # 2>&1: the agent's lines start on a line of their own
+        [*CLI, "think", "--display", "agent"],
+        input="<thinking>I need to analyze this carefully</thinking>The answer is 42",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ,
+        check=True,
+    )
+    assert merged.stdout == (
+        "🧠 reasoning: I need to analyze this carefully\nThe answer is 42\n📦 Content completed\n"
+    )
+
+
+def test_think_colours_a_terminal_by_default() -> None:
+    main_fd, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [*CLI, "think", "--display", "blocks"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env={k: v for k, v in os.environ.items() if k != "NO_COLOR"},
+    )
+    os.close(terminal)
+    out, _ = proc.communicate(b"<think>r</think>A", timeout=120)
+    shown = b""
+    while True:
+        try:
+            data = os.read(main_fd, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        shown += data
+    os.close(main_fd)
+    assert out == b"A"
+    assert b"\x1b[34m" in shown and b"\x1b[36m" in shown
+
+
+def test_think_keeps_whitespace_and_takes_tool_calls_on_request() -> None:
+    text = (
+        'Let me check. <think>r</think> <tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    )
+    assert run("think", "--whitespace", "keep", stdin="a <think>x</think> b").stdout == "a  b"
+    assert run("think", stdin="a <think>x</think> b").stdout == "a b"
+    proc = run("think", "--tool-calls", stdin=text)
+    assert proc.stdout == "Let me check."
+    assert "[tool call] f {}" in proc.stderr
+    fields = json.loads(run("think", "--tool-calls", "--json", stdin=text).stdout)
+    assert fields == {
+        "content": "Let me check.",
+        "reasoning_content": "r",
+        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    assert "<tool_call>" in json.loads(run("think", "--json", stdin=text).stdout)["content"]
+
+
+def test_think_json_types_the_thoughts_metadata_and_events_follow_the_agent_loop() -> None:
+    text = (
+        '<thinking thought="Check." thought_type="reflection" confidence="0.7"/>'
+        "A <thinking>b</thinking>"
+    )
+    fields = json.loads(run("think", "--json", stdin=text).stdout)
+    assert fields["thoughts"] == [
+        {"thought": "Check.", "thoughtType": "reflection", "confidence": 0.7},
+        {"thought": "b", "confidence": 0.5},
+    ]
+    lines = [json.loads(line) for line in run("think", "--events", stdin=text).stdout.splitlines()]
+    assert [e["kind"] for e in lines] == [
+        "thought-stream", "thought-stream", "content-delta", "content-complete"
+    ]  # fmt: skip
+    assert lines[0]["thoughtType"] == "reasoning" and lines[0]["verbosity"] == "normal"
+    assert lines[0]["metadata"] == {
+        "verbosity": "normal",
+        "thoughtType": "reflection",
+        "confidence": 0.7,
+    }
+    assert lines[0]["thoughtId"].startswith("thought-") and lines[-1]["content"] == "A"
+    for bad in (["--events", "--tool-calls"], ["--events", "--json"]):
+        proc = run("think", *bad, stdin="x", check=False)
+        assert proc.returncode == 2 and "usage: renderers think" in proc.stderr
+
+
 def test_think_explains_styles_that_text_cannot_split() -> None:
     proc = run("think", "--style", "gpt-oss", stdin="x", check=False)
     assert proc.returncode == 2
@@ -410,3 +505,11 @@ def test_show_names_the_line_of_a_bad_jsonl_row(tmp_path: Path) -> None:
     proc = run("show", "--model", "qwen3", str(data), "--row", "1", check=False)
     assert proc.returncode == 1
     assert "rows.jsonl row 1 (line 3) is not valid JSON" in proc.stderr
+
+
+def test_render_help_lists_each_models_options() -> None:
+    """The option list is built when the help is shown (not at every start)."""
+    out = run("render", "--help").stdout
+    assert "options per model:" in out
+    assert "qwen3:" in out and "enable_thinking: bool (default: True)" in out
+    assert "gpt_oss:" in out and "reasoning_effort" in out

@@ -1,7 +1,8 @@
 """DeepSeek-V3 / V3.1: parity with the official templates, loss weights, parsing, streaming.
 
-The oracle: transformers 5 drops ``content: None`` from messages inside
-``apply_chat_template`` and both DeepSeek templates then fail on every tool-call message
+The oracle: transformers 5.23 and later drop ``content: None`` from messages inside
+``apply_chat_template`` (5.0 to 5.22 pass it) and both DeepSeek templates then fail on every
+tool-call message
 (``'dict object' has no attribute 'content'``). Expected ids therefore come from the
 official template text (``tokenizer.chat_template`` of the hub cache) rendered by jinja2's
 ``ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)`` -- the environment
@@ -1809,3 +1810,27 @@ def test_v3_completions_parse_on_the_one_shot_path_as_fed(
         assert parsed == fed
         assert one_shot
         assert len(fed.message.parts) >= 4
+
+
+# -- arguments: written verbatim, as the templates concatenate them ---------------------------
+
+ODD_ARGUMENTS = '{"city":"Par\\u00eds","n":1e1,"x":{"y":[true,null]}}'
+
+
+@pytest.mark.parametrize("model_id", [V3, V31])
+def test_arguments_text_is_written_verbatim_as_the_templates_concatenate_it(
+    model_id: str,
+) -> None:
+    """The templates concatenate the arguments string: compact, escaped, exponent JSON
+    text is the model's text unchanged (no re-serialisation)."""
+    r = renderer_for(model_id)
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": ODD_ARGUMENTS}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+        {"role": "user", "content": "again"},
+    ]
+    expected = oracle(model_id, messages, True)
+    assert r.build_generation_prompt(messages) == expected
+    assert ODD_ARGUMENTS in r.decode(expected)

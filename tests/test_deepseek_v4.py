@@ -7,6 +7,8 @@ Where the renderer follows the reference encoder rather than the oracle (documen
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import pytest
@@ -369,3 +371,146 @@ def test_sections_parse_in_one_shot_as_fed(
     for cut in range(49, len(ids)):
         parsed, fed, _ = parsed_both_ways(r, _DeepSeekV4Parser, ids[:cut], monkeypatch)
         assert parsed == fed, cut
+
+
+# -- arguments as the encoder renders them ---------------------------------------------------
+#
+# The reference encoder's ``encode_arguments_to_dsml`` (``encoding/encoding_dsv4.py`` of the
+# DeepSeek-V4 model repositories; read in the copy at
+# sfxnz/DeepSeek-V4-Flash-Vision-Exp-vLLM-2x-DGX-Spark e901c06d1fd33eb9f7ce5c4d4710f32dc8d42224)
+# parses the arguments text (``json.loads``, falling back to ``{"arguments": text}`` for
+# text it refuses) and writes each string value as is (``string="true"``) and any other as
+# ``to_json`` (``json.dumps(value, ensure_ascii=False)``, ``string="false"``).
+
+
+def _tojson_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call's arguments as ``to_json`` of the parsed value (what the encoder writes)."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        for c in m.get("tool_calls") or []:
+            arguments = c["function"]["arguments"]
+            value = json.loads(arguments) if isinstance(arguments, str) else arguments
+            c["function"]["arguments"] = json.dumps(value, ensure_ascii=False)
+    return out
+
+
+def _compact_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = _tojson_arguments(messages)
+    for m in out:
+        for c in m.get("tool_calls") or []:
+            value = json.loads(c["function"]["arguments"])
+            c["function"]["arguments"] = json.dumps(value, separators=(",", ":"))
+    return out
+
+
+WITH_CALLS = [
+    pytest.param(c, conv, id=f"{c!r}-{conv.id}")
+    for c in V4
+    for conv in CORPUS
+    if any(m.get("tool_calls") for m in conv.messages)
+]
+
+
+@pytest.mark.parametrize(("config", "conversation"), WITH_CALLS)
+def test_json_text_arguments_render_as_the_encoder_writes_the_parsed_value(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    """Compact, ASCII-escaped arguments text: the oracle's prompt for the same arguments
+    written as the encoder writes them."""
+    r = renderer(config)
+    given = _compact_arguments(_messages(config, conversation.messages))
+    written = _tojson_arguments(given)
+    for prompt, oracle in zip(
+        prompts_of(Conversation(conversation.id, given)),
+        prompts_of(Conversation(conversation.id, written)),
+        strict=True,
+    ):
+        expected = prompt_ids(config, oracle, conversation.tools)
+        assert r.build_generation_prompt(prompt, tools=conversation.tools) == expected
+
+
+def _call_turn(arguments: str) -> list[dict[str, Any]]:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}]
+
+
+def _parameters(text: str) -> str:
+    return text[text.index(f"<{DSML}invoke") : text.index(f"</{DSML}invoke>")]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (
+            '{"a":{"x":1,"y":[true,null,"\\u00fc"]},"b":1e1,"s":"v\\n","g":1E20,"k":[]}',
+            f'<{DSML}invoke name="f">\n'
+            f'<{DSML}parameter name="a" string="false">{{"x": 1, "y": [true, null, "ü"]}}'
+            f"</{DSML}parameter>\n"
+            f'<{DSML}parameter name="b" string="false">10.0</{DSML}parameter>\n'
+            f'<{DSML}parameter name="s" string="true">v\n</{DSML}parameter>\n'
+            f'<{DSML}parameter name="g" string="false">1e+20</{DSML}parameter>\n'
+            f'<{DSML}parameter name="k" string="false">[]</{DSML}parameter>\n',
+        ),
+        (
+            "",  # json.loads refuses it: the encoder's fallback
+            f'<{DSML}invoke name="f">\n'
+            f'<{DSML}parameter name="arguments" string="true"></{DSML}parameter>\n',
+        ),
+        (
+            '{"a": 1, "a": 2}',
+            f'<{DSML}invoke name="f">\n'
+            f'<{DSML}parameter name="a" string="false">2</{DSML}parameter>\n',
+        ),
+    ],
+    ids=["odd", "empty", "repeated-key"],
+)
+def test_arguments_are_written_as_the_encoder_writes_them(arguments: str, expected: str) -> None:
+    r = renderer()
+    for ids in (
+        r.build_generation_prompt([*_call_turn(arguments), {"role": "user", "content": "ok"}]),
+        r.build_supervised_example(_call_turn(arguments)).tokens.tolist(),
+    ):
+        assert _parameters(r.decode(ids)) == expected
+
+
+def test_verbatim_arguments_write_each_value_as_given() -> None:
+    r = renderer(verbatim_arguments=True)
+    text = r.decode(r.build_supervised_example(_call_turn('{"a":{"x":1},"b":1e1}')).tokens.tolist())
+    assert f'string="false">{{"x":1}}</{DSML}parameter>' in text
+    assert f'string="false">1e1</{DSML}parameter>' in text
+    empty = r.decode(r.build_supervised_example(_call_turn("")).tokens.tolist())
+    assert f'<{DSML}parameter name="arguments" string="true"></{DSML}parameter>' in empty
+
+
+def test_a_trained_call_parses_back_to_the_values_it_was_given() -> None:
+    r = renderer()
+    arguments = '{"a":{"x":1,"y":[true,null]},"b":1e1,"s":"t","n":null}'
+    example = r.build_supervised_example(_call_turn(arguments))
+    (call,) = r.parse_response(example.tokens[example.weights > 0].tolist()).message.tool_calls
+    assert call.parsed_arguments() == json.loads(arguments)
+
+
+# -- degenerate inputs -------------------------------------------------------------------------
+
+
+def test_degenerate_inputs_render_as_the_encoder_reads_them() -> None:
+    """``content: None`` is ``content or ""`` and ``tool_calls: []`` falsy in the encoder
+    (hand-written encoder text below); a ``None`` tool result is an empty one (the encoder
+    would format it as the text ``None``)."""
+    r = renderer()
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    user, again = {"role": "user", "content": "q"}, {"role": "user", "content": "again"}
+    head = "<｜begin▁of▁sentence｜><｜User｜>q<｜Assistant｜></think>"
+    tail = "<｜User｜>again<｜Assistant｜><think>"
+    tokenizer = tokenizer_for(MODEL)
+    for assistant, text in [
+        ({"role": "assistant", "content": None}, ""),
+        ({"role": "assistant", "content": None, "tool_calls": []}, ""),
+        ({"role": "assistant", "content": "Sunny.", "tool_calls": []}, "Sunny."),
+    ]:
+        expected = template_ids(tokenizer, f"{head}{text}<｜end▁of▁sentence｜>{tail}")
+        assert r.build_generation_prompt([user, assistant, again]) == expected
+    result = {"role": "tool", "tool_call_id": "c", "content": None}
+    messages = [user, {"role": "assistant", "content": None, "tool_calls": [call]}, result]
+    text = r.decode(r.build_generation_prompt(messages))
+    assert text.endswith("<｜User｜><tool_result></tool_result><｜Assistant｜><think>")

@@ -415,11 +415,13 @@ def test_typed_control_tokens_stay_text(r: GptOssRenderer, tok: Any) -> None:
 
 
 def harmony_conversation(
-    conversation: Conversation,
+    conversation: Conversation, required_channels: list[str] | None = None
 ) -> tuple[list[oh.Message], list[list[oh.Message]]]:
     """The conversation as openai-harmony messages (system, developer, then one list of
     messages per conversation message), built from the OpenAI dicts for the oracle."""
     system = oh.SystemContent.new().with_conversation_start_date(DATE)
+    if required_channels is not None:
+        system = system.with_required_channels(required_channels)
     head = [oh.Message.from_role_and_content(oh.Role.SYSTEM, system)]
     messages = conversation.messages
     instructions = None
@@ -543,6 +545,90 @@ def test_harmony_dialect_refuses_a_trained_turns_analysis_openai_harmony_drops(
     assert example.tokens.tolist() == [*prompt, *tail[2:]]
     trained = r.decode(example.tokens[example.weights > 0].tolist())
     assert "a1" in trained and "r2" in trained and "r1" not in r.decode(example.tokens.tolist())
+
+
+CHANNEL_CHOICES = [["analysis", "final"], ["final"], ["commentary", "final", "analysis"], []]
+CHANNEL_CASES = [
+    c
+    for c in HARMONY_CASES
+    if c.id in ("system_user_assistant", "reasoning_last", "tool_result_then_answer")
+]
+
+
+def test_channel_cases_exist() -> None:
+    assert len(CHANNEL_CASES) == 3
+
+
+@pytest.mark.parametrize("channels", CHANNEL_CHOICES, ids=lambda c: ",".join(c) or "none")
+@pytest.mark.parametrize("conversation", CHANNEL_CASES, ids=repr)
+def test_required_channels_equal_openai_harmony(
+    channels: list[str],
+    conversation: Conversation,
+    r: GptOssRenderer,
+    oracle: oh.HarmonyEncoding,
+) -> None:
+    """The harmony dialect's ``required_channels`` is openai-harmony's
+    ``with_required_channels``: prompts and supervised examples."""
+    head, body = harmony_conversation(conversation, channels)
+    history = [m for turn in body[:-1] for m in turn]
+    prompt = oracle.render_conversation_for_completion(
+        oh.Conversation.from_messages(head + history), oh.Role.ASSISTANT
+    )
+    options = {"dialect": "harmony", "required_channels": channels}
+    messages, tools = conversation.messages, conversation.tools
+    assert r.build_generation_prompt(messages[:-1], tools, **options) == list(prompt)
+    tail = oracle.render_conversation_for_training(
+        oh.Conversation.from_messages(body[-1]),
+        oh.RenderConversationConfig(auto_drop_analysis=False),
+    )
+    example = r.build_supervised_example(messages, tools, **options)
+    assert example.tokens.tolist() == [*prompt, *tail[2:]]
+
+
+_TEMPLATE_CHANNELS = (
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+)
+
+
+@pytest.mark.usefixtures("fixed_clock")
+@pytest.mark.parametrize("channels", CHANNEL_CHOICES, ids=lambda c: ",".join(c) or "none")
+@pytest.mark.parametrize("conversation", CHANNEL_CASES, ids=repr)
+def test_required_channels_in_the_template_dialect_replace_only_its_channel_line(
+    channels: list[str],
+    conversation: Conversation,
+    r: GptOssRenderer,
+    tok: Any,
+    oracle: oh.HarmonyEncoding,
+) -> None:
+    """The template dialect writes the template's ids with its channel line replaced by
+    the one openai-harmony writes for ``channels`` (the system message alone)."""
+    system = oh.SystemContent.new().with_required_channels(channels)
+    rendered = oracle.decode(
+        oracle.render(oh.Message.from_role_and_content(oh.Role.SYSTEM, system))
+    )
+    line = next((x for x in rendered.split("\n\n") if x.startswith("# Valid")), "")
+    line = line.split("<|end|>")[0]
+    prompt = conversation.messages[:-1]
+    text = hf_template_text(
+        tok, template_input(prompt), conversation.tools, add_generation_prompt=True
+    )
+    assert _TEMPLATE_CHANNELS in text
+    expected_text = (
+        text.replace(_TEMPLATE_CHANNELS, line)
+        if line
+        else (
+            text.replace("\n\n" + _TEMPLATE_CHANNELS, "").replace(
+                "\nCalls to these tools must go to the commentary channel: 'functions'.", ""
+            )
+        )
+    )
+    ids = r.build_generation_prompt(prompt, conversation.tools, required_channels=channels)
+    assert ids == ids_of(tok, expected_text)
+
+
+def test_required_channels_are_an_option_of_the_command_line() -> None:
+    values = GptOssRenderer.options_from_text({"required_channels": "analysis,final"})
+    assert values == {"required_channels": ("analysis", "final")}
 
 
 # -- loss weights ------------------------------------------------------------------------------

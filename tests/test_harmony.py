@@ -671,6 +671,44 @@ def test_system_and_developer_messages_render_like_openai_harmony(
     )
 
 
+REQUIRED_CHANNELS = [
+    ["analysis", "commentary", "final"],
+    ["analysis", "final"],
+    ["final"],
+    ["final", "analysis"],
+    [],
+]
+
+
+@pytest.mark.parametrize("channels", REQUIRED_CHANNELS, ids=lambda c: ",".join(c) or "none")
+@pytest.mark.parametrize("functions", [False, True])
+def test_required_channels_render_like_openai_harmony(
+    channels: list[str], functions: bool, enc: HarmonyEncoding, oracle: oh.HarmonyEncoding
+) -> None:
+    """``with_required_channels`` rewrites the ``# Valid channels`` line (an empty list
+    drops it, and with it the sentence sending function calls to ``commentary``)."""
+    ours = SystemContent(conversation_start_date=DATE).with_required_channels(channels)
+    theirs = oh.SystemContent.new().with_conversation_start_date(DATE)
+    theirs = theirs.with_required_channels(channels)
+    head = [oh.Message.from_role_and_content(oh.Role.SYSTEM, theirs)]
+    messages = [HarmonyMessage("system", ours)]
+    if functions:
+        namespace = functions_namespace([LOOKUP_WEATHER])
+        messages.append(developer(tools=(namespace,)))
+        head.append(to_oracle(messages[-1]))
+    messages.append(user("Hi"))
+    head.append(to_oracle(messages[-1]))
+    expected = oracle.render_conversation_for_completion(
+        oh.Conversation.from_messages(head), oh.Role.ASSISTANT
+    )
+    assert enc.render_conversation(messages, next_role="assistant") == list(expected)
+
+
+def test_required_channels_want_a_list_of_names() -> None:
+    with pytest.raises(TypeError, match="channels: expected a sequence of channel names"):
+        SystemContent().with_required_channels("final")
+
+
 CONVERSATION = [
     system(conversation_start_date=DATE),
     developer(instructions="Be kind.", tools=(functions_namespace([LOOKUP_WEATHER]),)),

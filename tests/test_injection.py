@@ -64,6 +64,8 @@ def conversation(
         }
     ]
     think = {"reasoning_content": x} if reasoning and spec.thinking else {}
+    # Kimi writes the call's id, not its name: the id Kimi samples names the function.
+    call_id = f"functions.{name}:0" if spec.name.startswith("kimi") else "call_1"
     arguments = json.dumps({"q": x, x: [x, 1]}, ensure_ascii=False)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": x},
@@ -74,13 +76,13 @@ def conversation(
             **think,
             "tool_calls": [
                 {
-                    "id": "call_1",
+                    "id": call_id,
                     "type": "function",
                     "function": {"name": name, "arguments": arguments},
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "call_1", "name": name, "content": x},
+        {"role": "tool", "tool_call_id": call_id, "name": name, "content": x},
         {"role": "user", "content": x},
         {"role": "assistant", "content": answer, **think, "name": x},
     ]

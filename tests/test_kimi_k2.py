@@ -1,15 +1,20 @@
-"""Kimi-K2 renderers against the official templates, and the Kimi-K2 completion parser.
+"""Kimi-K2 renderers against Moonshot's templates, and the Kimi-K2 completion parser.
 
-Expected ids come from the templates in the hub cache, rendered with jinja2's mutable
-sandbox (tests/oracle.py) after deep-sorting ``tools`` as upstream's tokenizer does, and
-tokenized with the tokenizer built from ``tiktoken.model`` (so control-token spellings in
-the rendered text become control tokens, as the template path does). Three templates:
-K2-Instruct's ``chat_template.jinja``, the older one embedded in K2-Instruct's
-``tokenizer_config.json`` (``template="initial"``), and K2-Thinking's ``chat_template.jinja``.
+Expected ids come from Moonshot's own templates (tests/oracle.py): K2-Thinking's
+``chat_template.jinja`` (revision 6126819, ``../shared/templates``) and the template
+embedded in K2-Instruct's ``tokenizer_config.json``, rendered by transformers'
+``apply_chat_template`` (its immutable sandbox) after deep-sorting ``tools`` as Moonshot's
+tokenizer code does, and tokenized with the tokenizer built from ``tiktoken.model`` (so
+control-token spellings in the rendered text become control tokens, as the template path
+does). The hub cache's ``chat_template.jinja`` files are llama.cpp's edited copies: no
+test takes them as the oracle.
 
-K2-Thinking's template writes ``<think></think>`` for the conversation's first assistant
-message without tool calls. When that is the trained (last) turn of a supervised example
-and it has reasoning, the renderer refuses it (unless ``keep_last_reasoning=True``):
+With ``call_ids="numbered"`` the expected ids are the template's on the conversation with
+its ids replaced as that option documents (:func:`numbered_ids`).
+
+K2-Thinking's template writes ``<think></think>`` for every turn up to the conversation's
+last assistant message without tool calls. When that drops the reasoning of a trained
+turn, the renderer refuses it (unless ``keep_last_reasoning=True`` for the last turn):
 parity tests then assert the error, assert that the template renders the same text with
 and without that reasoning, and compare the template's ids with the renderer's for the
 turn without it (:func:`trainable`).
@@ -21,8 +26,8 @@ import copy
 import functools
 import json
 import re
+import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +46,7 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.parsing import ParseResult, PartFinished, Termination, TextDelta
-from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer
+from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, tool_name_from_id
 from tests.corpus import (
     CORPUS,
     LONG_TEXT,
@@ -53,7 +58,7 @@ from tests.corpus import (
     result,
 )
 from tests.one_shot import parsed_both_ways
-from tests.oracle import chat_template_file, sandboxed_template
+from tests.oracle import deep_sort_dict, kimi_template_text, official_kimi_template
 from tests.training import supervised_or_dropped
 
 INSTRUCT = "moonshotai/Kimi-K2-Instruct"
@@ -63,17 +68,12 @@ IM_END, EOS = 163586, 163585
 IM_USER, IM_ASSISTANT, IM_SYSTEM, IM_MIDDLE = 163587, 163588, 163594, 163601
 THINK, THINK_END = 163606, 163607
 
+FOREIGN_IDS = r"tool-call ids not of the form functions\.NAME:IDX"
+"""The warning for ids Kimi models were not trained on (the corpus uses OpenAI-style ids:
+pyproject.toml's pytest settings ignore it; the tests of the warning record it)."""
+
 
 # -- the oracle ---------------------------------------------------------------------------
-
-
-def deep_sort_dict(obj: Any) -> Any:
-    """Upstream's helper (tokenization_kimi.py): sort the keys of every dict, recursively."""
-    if isinstance(obj, dict):
-        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
-    if isinstance(obj, list):
-        return [deep_sort_dict(item) for item in obj]
-    return obj
 
 
 @functools.cache
@@ -81,21 +81,37 @@ def tokenizer(model_id: str) -> Any:
     return load_kimi_tokenizer(model_id)
 
 
-@functools.cache
-def _initial_template_path() -> Path:
-    config = json.loads(
-        chat_template_file(INSTRUCT, "tokenizer_config.json").read_text(encoding="utf-8")
-    )
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="kimi-initial-")) / "initial.jinja"
-    path.write_text(config["chat_template"], encoding="utf-8")
-    return path
+def numbered_ids(messages: list[dict[str, Any]], *, per_message: bool) -> list[dict[str, Any]]:
+    """``messages`` with the ids ``call_ids="numbered"`` documents: every call
+    ``functions.NAME:IDX`` (IDX counting the conversation's calls, or the message's:
+    ``per_message``), every tool result the id of the call it answers (the latest call
+    with its ``tool_call_id``; without one, the oldest call not yet answered). An id that
+    names no call is kept (the option refuses it: tested on its own)."""
+    out = copy.deepcopy(messages)
+    count = 0
+    written: dict[str, str] = {}
+    unanswered: list[str] = []
+    for m in out:
+        if m["role"] == "assistant":
+            for k, tc in enumerate(m.get("tool_calls") or []):
+                new = f"functions.{tc['function']['name']}:{k if per_message else count}"
+                count += 1
+                if tc.get("id") is not None:
+                    written[tc["id"]] = new
+                unanswered.append(new)
+                tc["id"] = new
+        elif m["role"] == "tool":
+            given = m.get("tool_call_id")
+            new = written.get(given, given) if given is not None else unanswered[0]
+            if new in unanswered:
+                unanswered.remove(new)
+            m["tool_call_id"] = new
+    return out
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One format under test: a renderer with options and its official template."""
+    """One format under test: a renderer with options and Moonshot's template."""
 
     id: str
     model_id: str
@@ -109,25 +125,26 @@ class Variant:
         cls = KimiK2ThinkingRenderer if self.model_id == THINKING else KimiK2Renderer
         return cls(tokenizer(self.model_id), **dict(self.options))
 
-    @functools.cached_property
-    def template(self) -> Any:
-        if self.id == "initial":
-            return sandboxed_template(_initial_template_path())
-        return sandboxed_template(chat_template_file(self.model_id))
-
     @property
     def thinking(self) -> bool:
         return self.model_id == THINKING
 
+    @property
+    def numbered(self) -> bool:
+        return dict(self.options).get("call_ids") == "numbered"
+
     def template_text(
         self, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool
     ) -> str:
-        text: str = self.template.render(
-            messages=copy.deepcopy(messages),
-            tools=deep_sort_dict(copy.deepcopy(tools)) if tools else None,
+        if self.numbered:
+            messages = numbered_ids(messages, per_message=not self.thinking)
+        return kimi_template_text(
+            tokenizer(self.model_id),
+            official_kimi_template(self.model_id),
+            messages,
+            tools,
             add_generation_prompt=add_generation_prompt,
         )
-        return text
 
     def template_ids(
         self, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool
@@ -138,9 +155,10 @@ class Variant:
 
 
 K2 = Variant("instruct", INSTRUCT)
-INITIAL = Variant("initial", INSTRUCT, (("template", "initial"),))
 K2_THINKING = Variant("thinking", THINKING)
-VARIANTS = [K2, INITIAL, K2_THINKING]
+K2_NUMBERED = Variant("instruct_numbered", INSTRUCT, (("call_ids", "numbered"),))
+K2_THINKING_NUMBERED = Variant("thinking_numbered", THINKING, (("call_ids", "numbered"),))
+VARIANTS = [K2, K2_THINKING, K2_NUMBERED, K2_THINKING_NUMBERED]
 
 
 # -- conversations ------------------------------------------------------------------------
@@ -209,6 +227,7 @@ KIMI_EXTRA: list[Conversation] = [
         TOOLS,
         "kimi",
         "tools",
+        "unanswered_result",
     ),
     _c(
         "kimi_reasoning_after_first_answer",
@@ -229,6 +248,48 @@ KIMI_EXTRA: list[Conversation] = [
         "kimi",
         "tools",
         "reasoning",
+    ),
+    _c(
+        # The template's history split is the LAST plain answer: both answers lose their
+        # reasoning (llama.cpp's copies split at the first and keep "B").
+        "kimi_history_split_at_the_last_plain_answer",
+        [
+            {"role": "user", "content": "One?"},
+            {"role": "assistant", "content": "1", "reasoning_content": "A"},
+            {"role": "user", "content": "Two?"},
+            {"role": "assistant", "content": "2", "reasoning_content": "B"},
+            {"role": "user", "content": "Three?"},
+        ],
+        None,
+        "kimi",
+        "reasoning",
+        "multi_turn",
+    ),
+    _c(
+        "kimi_reasoning_kept_after_the_last_plain_answer",
+        [
+            {"role": "user", "content": "One?"},
+            {"role": "assistant", "content": "1", "reasoning_content": "A"},
+            {"role": "user", "content": "Weather in Lima?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "call it",
+                "tool_calls": [call("get_weather", {"city": "Lima"}, "functions.get_weather:0")],
+            },
+            result("functions.get_weather:0", "fog", "get_weather"),
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "and Quito",
+                "tool_calls": [call("get_weather", {"city": "Quito"}, "functions.get_weather:1")],
+            },
+            result("functions.get_weather:1", "rain", "get_weather"),
+        ],
+        TOOLS,
+        "kimi",
+        "reasoning",
+        "tools",
     ),
     _c(
         "kimi_interleaved_tools_no_answer",
@@ -262,6 +323,33 @@ KIMI_EXTRA: list[Conversation] = [
         "reasoning",
     ),
     _c(
+        # Parallel calls answered in another order than called: each result is headed
+        # with its own tool_call_id (llama.cpp's copies pop ids in call order).
+        "kimi_results_out_of_order",
+        [
+            {"role": "user", "content": "Paris, Rome and Oslo?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "three at once",
+                "tool_calls": [
+                    call("get_weather", {"city": "Paris"}, "functions.get_weather:0"),
+                    call("search", {"query": "Rome"}, "functions.search:1"),
+                    call("get_weather", {"city": "Oslo"}, "functions.get_weather:2"),
+                ],
+            },
+            result("functions.get_weather:2", "cold", "get_weather"),
+            result("functions.get_weather:0", "sun", "get_weather"),
+            result("functions.search:1", "the capital of Italy", "search"),
+            {"role": "assistant", "content": "Sunny, Rome, cold.", "reasoning_content": "done"},
+        ],
+        TOOLS,
+        "kimi",
+        "tools",
+        "parallel",
+        "reasoning",
+    ),
+    _c(
         "kimi_call_counter_across_turns",
         [
             {"role": "user", "content": "Paris?"},
@@ -282,14 +370,40 @@ KIMI_EXTRA: list[Conversation] = [
                     call("get_weather", {"city": "Oslo"}, "3"),
                 ],
             },
-            result("2", "hot", "get_weather"),
             result("3", "cold", "get_weather"),
+            result("2", "hot", "get_weather"),
             {"role": "assistant", "content": "Hot and cold.", "reasoning_content": "easy"},
         ],
         TOOLS,
         "kimi",
         "tools",
         "reasoning",
+    ),
+    _c(
+        # OpenAI-style ids that restart every turn: numbered ids follow the latest call.
+        "kimi_caller_ids_reused_across_turns",
+        [
+            {"role": "user", "content": "Paris?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call("get_weather", {"city": "Paris"}, "call_0")],
+            },
+            result("call_0", "sun", "get_weather"),
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    call("search", {"query": "Paris"}, "call_0"),
+                    call("get_weather", {"city": "Nice"}, "call_1"),
+                ],
+            },
+            result("call_1", "warm", "get_weather"),
+            result("call_0", "a city", "search"),
+        ],
+        TOOLS,
+        "kimi",
+        "tools",
     ),
     _c("kimi_system_only", [{"role": "system", "content": "Only a system prompt."}], None),
     _c(
@@ -382,8 +496,8 @@ ADVERSARIAL = _c(
 
 
 def without_reasoning(conv: Conversation) -> Conversation:
-    """The conversation without assistant reasoning. K2-Instruct's templates drop
-    reasoning, so their rendering is unchanged; the K2-Instruct renderer rejects it
+    """The conversation without assistant reasoning. K2-Instruct's template drops
+    reasoning, so its rendering is unchanged; the K2-Instruct renderer rejects it
     (tested separately)."""
     out = conv.copy()
     for m in out.messages:
@@ -397,10 +511,10 @@ def without_reasoning(conv: Conversation) -> Conversation:
 
 def kimi_thinking_error(i: int) -> str:
     """The error for a K2-Thinking trained turn ``messages[i]`` whose reasoning the template
-    drops (the conversation's first plain answer)."""
+    drops (a turn up to the conversation's last plain answer)."""
     return re.escape(
         f"messages[{i}]: kimi_k2_thinking cannot write the reasoning of this trained turn (its "
-        "template writes <think></think> for every turn up to the conversation's first plain "
+        "template writes <think></think> for every turn up to the conversation's last plain "
         "answer; keep_last_reasoning=True keeps the last turn's); pass reasoning='drop' to "
         "leave it out, or remove it"
     )
@@ -410,19 +524,40 @@ def _is_plain_answer(m: dict[str, Any]) -> bool:
     return m["role"] == "assistant" and not m.get("tool_calls")
 
 
+def _nameless_call(m: dict[str, Any]) -> bool:
+    """An assistant message with a call whose id does not name its function (the parser
+    could not read the name back from the tokens)."""
+    return any(
+        tool_name_from_id(tc["id"]) != tc["function"]["name"] for tc in m.get("tool_calls") or []
+    )
+
+
 def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
     """The messages of ``conv`` as ``variant`` trains on them.
 
-    With K2-Thinking's default options, when the last message is the conversation's first
-    plain answer and has reasoning, the renderer refuses the conversation (asserted here,
-    naming the message and the option); the turn is then given without its reasoning, and
-    the template renders the same text with and without it (asserted)."""
+    K2-Thinking with the caller's ids writes a call's id, not its name: training on a call
+    whose id does not name its function is refused (asserted here, naming the message);
+    the conversation is then given with Kimi's ids (:func:`numbered_ids`).
+
+    With K2-Thinking's default options, when the last message is a plain answer (so the
+    conversation's last one) with reasoning, the renderer refuses the conversation
+    (asserted here, naming the message and the option); the turn is then given without
+    its reasoning, and the template renders the same text with and without it (asserted).
+    """
     messages = conv.messages
+    if variant.thinking and not variant.numbered:
+        nameless = [k for k, m in enumerate(messages) if _nameless_call(m)]
+        if nameless:
+            with pytest.raises(ValueError, match=rf"^messages\[{nameless[0]}\]: {NAMELESS}"):
+                variant.renderer.build_supervised_example(
+                    messages, conv.tools, train_on="all", reasoning="drop"
+                )
+            messages = numbered_ids(messages, per_message=False)
     i = len(messages) - 1
     last = messages[i]
-    if variant is not K2_THINKING or not _is_plain_answer(last):
+    if not variant.thinking or dict(variant.options).get("keep_last_reasoning"):
         return messages
-    if any(_is_plain_answer(m) for m in messages[:i]):
+    if not _is_plain_answer(last):
         return messages
     turn = copy.deepcopy(last)
     lost = turn.pop("reasoning_content", None) or ""
@@ -441,23 +576,36 @@ def trainable(variant: Variant, conv: Conversation) -> list[dict[str, Any]]:
     return stripped
 
 
+NAMELESS = r"kimi_k2_thinking writes a tool call's id, not its name, and the id '[^']*' of this "
+
+
 def conversations(variant: Variant) -> list[Conversation]:
     """The shared corpus (minus control-token spellings, tested on their own) plus the
-    Kimi-specific conversations, without reasoning for K2-Instruct. The initial template
+    Kimi-specific conversations, without reasoning for K2-Instruct. K2-Instruct's template
     JSON-quotes string arguments again and writes a tool result's list content as a
-    Python list repr; the renderer does not reproduce either."""
+    Python list repr; the renderer does not reproduce either. Numbered ids need every
+    result to answer a call."""
     out = [c.copy() for c in [*CORPUS, *KIMI_EXTRA] if "adversarial" not in c.tags]
-    if variant is INITIAL:
-        out = [c for c in out if not c.tags & {"string_args", "list_tool_result"}]
     if not variant.thinking:
+        out = [c for c in out if not c.tags & {"string_args", "list_tool_result"}]
         out = [without_reasoning(c) for c in out]
+    if variant.numbered:
+        out = [c for c in out if "unanswered_result" not in c.tags]
     return out
 
 
-def cases(predicate: Any = None) -> list[Any]:
+def with_kimi_ids(conv: Conversation) -> Conversation:
+    """``conv`` with the ids Kimi models sample (:func:`numbered_ids`), which
+    K2-Thinking can train on."""
+    out = conv.copy()
+    out.messages = numbered_ids(conv.messages, per_message=False)
+    return out
+
+
+def cases(predicate: Any = None, variants: list[Variant] = VARIANTS) -> list[Any]:
     return [
         pytest.param(v, c, id=f"{v.id}-{c.id}")
-        for v in VARIANTS
+        for v in variants
         for c in conversations(v)
         if predicate is None or predicate(v, c)
     ]
@@ -482,6 +630,8 @@ def _prompts(c: Conversation) -> list[list[dict[str, Any]]]:
 def test_at_least_thirty_conversations_per_template() -> None:
     for v in VARIANTS:
         assert len(conversations(v)) >= 30, v
+    tagged = {t for c in conversations(K2_THINKING) for t in c.tags}
+    assert {"tools", "parallel", "reasoning", "multi_turn", "tool_result"} <= tagged
 
 
 # -- parity with the templates ------------------------------------------------------------
@@ -497,8 +647,8 @@ def test_generation_prompt_matches_template(variant: Variant, conv: Conversation
 
 @pytest.mark.parametrize(("variant", "conv"), cases())
 def test_supervised_tokens_match_template(variant: Variant, conv: Conversation) -> None:
-    expected = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
     messages = trainable(variant, conv)
+    expected = variant.template_ids(messages, conv.tools, add_generation_prompt=False)
     modes = ["all", "all_assistant", "last_assistant"] if _has_assistant(conv) else ["all"]
     for mode in modes:
         # Trained turns whose reasoning the template drops: refused, then built with
@@ -525,10 +675,10 @@ def _assistant_spans(ids: list[int]) -> list[tuple[int, int]]:
 def test_weights_are_one_exactly_on_sampled_assistant_tokens(
     variant: Variant, conv: Conversation
 ) -> None:
-    ids = variant.template_ids(conv.messages, conv.tools, add_generation_prompt=False)
+    messages = trainable(variant, conv)
+    ids = variant.template_ids(messages, conv.tools, add_generation_prompt=False)
     spans = _assistant_spans(ids)
     assert len(spans) == sum(m["role"] == "assistant" for m in conv.messages)
-    messages = trainable(variant, conv)
     for mode, chosen in (("all_assistant", spans), ("last_assistant", spans[-1:])):
         expected = np.zeros(len(ids), dtype=np.float32)
         for start, end in chosen:
@@ -549,7 +699,7 @@ def _last_assistant(c: Conversation) -> int:
 
 
 K2_THINKING_KEEP = Variant("thinking_keep", THINKING, (("keep_last_reasoning", True),))
-PREFIX_VARIANTS = [K2, INITIAL, K2_THINKING_KEEP]
+PREFIX_VARIANTS = [K2, K2_NUMBERED, K2_THINKING_KEEP]
 
 
 @pytest.mark.parametrize(
@@ -564,34 +714,30 @@ PREFIX_VARIANTS = [K2, INITIAL, K2_THINKING_KEEP]
 def test_untrained_prefix_is_the_generation_prompt(variant: Variant, conv: Conversation) -> None:
     """Training on the last assistant message: everything before it is the generation
     prompt the model saw (the template's own, by parity), with weight 0."""
+    messages = trainable(variant, conv)
     k = _last_assistant(conv)
-    prompt = variant.template_ids(conv.messages[:k], conv.tools, add_generation_prompt=True)
-    assert variant.renderer.build_generation_prompt(conv.messages[:k], tools=conv.tools) == prompt
-    example = variant.renderer.build_supervised_example(conv.messages, tools=conv.tools)
+    prompt = variant.template_ids(messages[:k], conv.tools, add_generation_prompt=True)
+    assert variant.renderer.build_generation_prompt(messages[:k], tools=conv.tools) == prompt
+    example = variant.renderer.build_supervised_example(messages, tools=conv.tools)
     assert example.tokens[: len(prompt)].tolist() == prompt
     assert not example.weights[: len(prompt)].any()
     assert example.weights[len(prompt)] == 1
 
 
-def _expected_sampled_tail(conv: Conversation, thinking: bool) -> str:
+def _expected_sampled_tail(last: dict[str, Any]) -> str:
     """The last assistant message as the K2-Thinking template's "suffix" branch writes it
-    (``<think>{reasoning}</think>{content}{calls}<|im_end|>``), calls numbered after the
-    calls of the messages before it."""
-    *before, last = conv.messages
-    counter = sum(len(m.get("tool_calls") or []) for m in before)
+    (``<think>{reasoning}</think>{content}{calls}<|im_end|>``), calls with their ids."""
     content = last.get("content") or ""
     if not isinstance(content, str):
         content = "".join(p.get("text", "") for p in content)
-    text = f"<think>{last.get('reasoning_content') or ''}</think>" if thinking else ""
-    text += content
+    text = f"<think>{last.get('reasoning_content') or ''}</think>{content}"
     if last.get("tool_calls"):
         text += "<|tool_calls_section_begin|>"
-        for k, tc in enumerate(last["tool_calls"], counter):
+        for tc in last["tool_calls"]:
             args = tc["function"]["arguments"]
             args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
             text += (
-                f"<|tool_call_begin|>functions.{tc['function']['name']}:{k}"
-                f"<|tool_call_argument_begin|>{args}<|tool_call_end|>"
+                f"<|tool_call_begin|>{tc['id']}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
             )
         text += "<|tool_calls_section_end|>"
     return text + "<|im_end|>"
@@ -607,17 +753,18 @@ def _expected_sampled_tail(conv: Conversation, thinking: bool) -> str:
     ids=repr,
 )
 def test_keep_last_reasoning_renders_the_turn_as_sampled(conv: Conversation) -> None:
-    renderer = KimiK2ThinkingRenderer(tokenizer(THINKING), keep_last_reasoning=True)
-    prompt = K2_THINKING.template_ids(conv.messages[:-1], conv.tools, add_generation_prompt=True)
+    renderer = K2_THINKING_KEEP.renderer
+    messages = trainable(K2_THINKING_KEEP, conv)
+    prompt = K2_THINKING.template_ids(messages[:-1], conv.tools, add_generation_prompt=True)
     tail = tokenizer(THINKING).encode(
-        _expected_sampled_tail(conv, thinking=True), add_special_tokens=False
+        _expected_sampled_tail(messages[-1]), add_special_tokens=False
     )
-    example = renderer.build_supervised_example(conv.messages, tools=conv.tools)
+    example = renderer.build_supervised_example(messages, tools=conv.tools)
     assert example.tokens.tolist() == prompt + tail
     assert example.weights.tolist() == [0.0] * len(prompt) + [1.0] * len(tail)
 
 
-def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
+def test_template_drops_the_reasoning_of_the_last_plain_answer() -> None:
     """The template defect keep_last_reasoning exists for: reproduced by default for the
     history (the tool-calling turn's reasoning), an error for the trained turn's own
     reasoning, which the template would silently drop."""
@@ -627,9 +774,9 @@ def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
             "role": "assistant",
             "content": "",
             "reasoning_content": "call the tool",
-            "tool_calls": [call("get_weather", {"city": "Paris"}, "c")],
+            "tool_calls": [call("get_weather", {"city": "Paris"}, "functions.get_weather:0")],
         },
-        result("c", "sun", "get_weather"),
+        result("functions.get_weather:0", "sun", "get_weather"),
         {"role": "assistant", "content": "Sunny.", "reasoning_content": "the tool said sun"},
     ]
     default = K2_THINKING.renderer
@@ -651,13 +798,13 @@ def test_template_drops_the_reasoning_of_a_first_plain_answer() -> None:
     assert "<think>call the tool</think>" in default.decode(
         default.build_generation_prompt(messages[:3], tools=TOOLS)
     )
-    fixed = KimiK2ThinkingRenderer(tokenizer(THINKING), keep_last_reasoning=True)
+    fixed = K2_THINKING_KEEP.renderer
     fixed_text = fixed.decode(fixed.build_supervised_example(messages, tools=TOOLS).tokens)
     assert "<think>call the tool</think>" in fixed_text
     assert "<think>the tool said sun</think>Sunny.<|im_end|>" in fixed_text
 
 
-_FIRST_PLAIN_WITH_REASONING: list[dict[str, Any]] = [
+_PLAIN_WITH_REASONING: list[dict[str, Any]] = [
     {"role": "assistant", "content": "Hello.", "reasoning_content": "greet"},
     {
         "role": "assistant",
@@ -668,12 +815,12 @@ _FIRST_PLAIN_WITH_REASONING: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("turn", _FIRST_PLAIN_WITH_REASONING)
-def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, Any]) -> None:
-    """The template writes the conversation's first plain answer with an empty think
-    block: as the trained (last) turn its reasoning would be silently lost, so it is a
-    ValueError naming the message and keep_last_reasoning; with that option the turn is
-    rendered as sampled."""
+@pytest.mark.parametrize("turn", _PLAIN_WITH_REASONING)
+def test_trained_plain_answer_with_reasoning_is_an_error(turn: dict[str, Any]) -> None:
+    """The template writes the conversation's last plain answer with an empty think block:
+    as the trained (last) turn its reasoning would be silently lost, so it is a ValueError
+    naming the message and keep_last_reasoning; with that option the turn is rendered as
+    sampled. As history (another plain answer after it) it renders as the template does."""
     default = K2_THINKING.renderer
     histories: list[list[dict[str, Any]]] = [
         [{"role": "user", "content": "Hi"}],
@@ -684,16 +831,22 @@ def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, A
                 "role": "assistant",
                 "content": "",
                 "reasoning_content": "look it up",
-                "tool_calls": [call("search", {"query": "hi"}, "s")],
+                "tool_calls": [call("search", {"query": "hi"}, "functions.search:0")],
             },
-            result("s", "a greeting", "search"),
+            result("functions.search:0", "a greeting", "search"),
+        ],
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hm.", "reasoning_content": "unsure"},
+            {"role": "user", "content": "Hi!"},
         ],
     ]
     for history in histories:
         messages = [*history, turn]
         for train_on in ("all", "all_assistant", "last_assistant"):
-            # A trained tool-calling turn before it loses its reasoning too (messages[2]).
-            first = 2 if len(history) > 1 and train_on != "last_assistant" else len(history)
+            # A trained assistant turn before it loses its reasoning too.
+            earlier = [k for k, m in enumerate(history) if m["role"] == "assistant"]
+            first = earlier[0] if earlier and train_on != "last_assistant" else len(history)
             with pytest.raises(ValueError, match=f"^{kimi_thinking_error(first)}$"):
                 default.build_supervised_example(messages, tools=TOOLS, train_on=train_on)
         # The turn as history: the template's rendering (reasoning dropped), no error.
@@ -701,14 +854,8 @@ def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, A
         assert default.build_generation_prompt(later, tools=TOOLS) == K2_THINKING.template_ids(
             later, TOOLS, add_generation_prompt=True
         )
-        answered = [*later, {"role": "assistant", "content": "Bye.", "reasoning_content": "end"}]
-        example = default.build_supervised_example(answered, tools=TOOLS)
-        assert example.tokens.tolist() == K2_THINKING.template_ids(
-            answered, TOOLS, add_generation_prompt=False
-        )
-        text = default.decode(example.tokens.tolist())
+        text = default.decode(default.build_generation_prompt(later, tools=TOOLS))
         assert "<think>greet</think>" not in text and "<think></think>Hello." in text
-        assert text.endswith("<think>end</think>Bye.<|im_end|>")
         # keep_last_reasoning=True: the generation prompt (the header names the turn's
         # writer when it has a name), then the turn as sampled.
         keep = K2_THINKING_KEEP.renderer
@@ -725,27 +872,23 @@ def test_trained_first_plain_answer_with_reasoning_is_an_error(turn: dict[str, A
 
 
 def test_trained_turns_whose_reasoning_the_template_keeps_are_not_errors() -> None:
-    """Only the conversation's first plain answer (and the turns before it) loses its
-    reasoning: a later plain answer, or a tool-calling turn, keeps it as the template
-    writes it; empty reasoning loses nothing. (Modes that also train the first plain
-    answer refuse its reasoning, and build with reasoning="drop".)"""
+    """Only turns up to the conversation's last plain answer lose their reasoning: a
+    tool-calling turn after it keeps its reasoning as the template writes it; empty
+    reasoning loses nothing. (Modes that also train the plain answer refuse its
+    reasoning, and build with reasoning="drop".)"""
     default = K2_THINKING.renderer
     user = {"role": "user", "content": "Hi"}
+    search = call("search", {"query": "hi"}, "functions.search:0")
     cases: list[list[dict[str, Any]]] = [
         [
             user,
             {"role": "assistant", "content": "Hello.", "reasoning_content": "greet"},
             user,
-            {"role": "assistant", "content": "Hello again.", "reasoning_content": "again"},
+            {"role": "assistant", "content": "", "reasoning_content": "s", "tool_calls": [search]},
         ],
         [
             user,
-            {
-                "role": "assistant",
-                "content": "",
-                "reasoning_content": "search",
-                "tool_calls": [call("search", {"query": "hi"}, "s")],
-            },
+            {"role": "assistant", "content": "", "reasoning_content": "s", "tool_calls": [search]},
         ],
         [user, {"role": "assistant", "content": "Hello.", "reasoning_content": ""}],
         [
@@ -767,11 +910,17 @@ def test_trained_turns_whose_reasoning_the_template_keeps_are_not_errors() -> No
             )
             assert refused == (messages is cases[0] and train_on != "last_assistant")
             assert example.tokens.tolist() == expected
-    text = default.decode(default.build_supervised_example(cases[0]).tokens.tolist())
+    text = default.decode(default.build_supervised_example(cases[0], tools=TOOLS).tokens.tolist())
     assert "<think></think>Hello.<|im_end|>" in text
-    assert text.endswith("<think>again</think>Hello again.<|im_end|>")
-    text = default.decode(default.build_supervised_example(cases[1], tools=TOOLS).tokens.tolist())
-    assert "<think>search</think><|tool_calls_section_begin|>" in text
+    assert text.endswith("<think>s</think><|tool_calls_section_begin|>" + _call_text(search))
+
+
+def _call_text(tc: dict[str, Any]) -> str:
+    args = json.dumps(tc["function"]["arguments"], ensure_ascii=False)
+    return (
+        f"<|tool_call_begin|>{tc['id']}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
+        "<|tool_calls_section_end|><|im_end|>"
+    )
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=repr)
@@ -781,37 +930,256 @@ def test_empty_conversation_matches_template(variant: Variant) -> None:
 
 
 def test_tools_are_declared_with_deep_sorted_keys() -> None:
+    """Compact JSON for K2-Thinking (``tojson(separators=(',', ':'))``), ``tojson``'s
+    default separators for K2-Instruct; keys deep-sorted for both."""
     tools = [UNSORTED_TOOL]
-    unsorted_json = json.dumps(tools, ensure_ascii=False)
-    sorted_json = json.dumps(deep_sort_dict(tools), ensure_ascii=False)
-    assert unsorted_json != sorted_json
-    for variant in VARIANTS:
-        text = variant.renderer.decode(
-            variant.renderer.build_generation_prompt([{"role": "user", "content": "x"}], tools)
-        )
-        assert f"<|im_system|>tool_declare<|im_middle|>{sorted_json}<|im_end|>" in text
+    for variant, separators in ((K2, (", ", ": ")), (K2_THINKING, (",", ":"))):
+        unsorted_json = json.dumps(tools, ensure_ascii=False, separators=separators)
+        sorted_json = json.dumps(deep_sort_dict(tools), ensure_ascii=False, separators=separators)
+        assert unsorted_json != sorted_json
+        declaration = f"<|im_system|>tool_declare<|im_middle|>{sorted_json}<|im_end|>"
+        user = [{"role": "user", "content": "x"}]
+        assert declaration in variant.template_text(user, tools, True)
+        r = variant.renderer
+        assert declaration in r.decode(r.build_generation_prompt(user, tools))
 
 
-def test_tool_call_ids_count_across_the_conversation() -> None:
+# -- call ids -----------------------------------------------------------------------------
+
+
+def test_k2_thinking_writes_the_callers_ids_in_calls_and_results() -> None:
+    """The caller's ids as given, results in any order headed with their own
+    ``tool_call_id`` (the template's; llama.cpp's copies number calls and pop results in
+    call order)."""
     conv = next(c for c in KIMI_EXTRA if c.id == "kimi_call_counter_across_turns")
-    conv = without_reasoning(conv)
-    text = K2.renderer.decode(K2.renderer.build_generation_prompt(conv.messages, conv.tools))
+    r = K2_THINKING.renderer
+    text = r.decode(r.build_generation_prompt(conv.messages, conv.tools))
+    assert text == K2_THINKING.template_text(conv.messages, conv.tools, True)
     for expected in (
-        "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>",
-        "<|tool_call_begin|>functions.get_weather:2<|tool_call_argument_begin|>",
-        "<|im_system|>get_weather<|im_middle|>## Return of functions.get_weather:1\nhot",
-        "<|im_system|>get_weather<|im_middle|>## Return of functions.get_weather:2\ncold",
+        "<|tool_call_begin|>1<|tool_call_argument_begin|>",
+        "<|tool_call_begin|>3<|tool_call_argument_begin|>",
+        "<|im_system|>get_weather<|im_middle|>## Return of 3\ncold<|im_end|>"
+        "<|im_system|>get_weather<|im_middle|>## Return of 2\nhot<|im_end|>",
     ):
         assert expected in text
-    initial = INITIAL.renderer.decode(INITIAL.renderer.build_generation_prompt(conv.messages))
-    assert "## Return of 3\\ncold" in initial  # the tool_call_id and a literal backslash-n
-    assert initial.count("functions.get_weather:0") == 2  # numbered per message
+
+
+def test_k2_instruct_numbers_calls_per_message_and_writes_result_ids_as_given() -> None:
+    conv = without_reasoning(
+        next(c for c in KIMI_EXTRA if c.id == "kimi_call_counter_across_turns")
+    )
+    text = K2.renderer.decode(K2.renderer.build_generation_prompt(conv.messages, conv.tools))
+    assert text == K2.template_text(conv.messages, conv.tools, True)
+    assert text.count("<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>") == 2
+    assert "functions.get_weather:1<|tool_call_argument_begin|>" in text
+    assert "## Return of 3\\ncold" in text  # the tool_call_id and a literal backslash-n
+
+
+def test_numbered_ids_follow_the_calls_in_results() -> None:
+    """``call_ids="numbered"``: calls ``functions.NAME:IDX`` (IDX over the conversation for
+    K2-Thinking, over the message for K2-Instruct's template), each result headed with the
+    id written for the call it answers, results answered out of order or by reused ids."""
+    conv = next(c for c in KIMI_EXTRA if c.id == "kimi_caller_ids_reused_across_turns")
+    r = K2_THINKING_NUMBERED.renderer
+    text = r.decode(r.build_generation_prompt(conv.messages, conv.tools))
+    assert "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" in text
+    assert "<|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>" in text
+    assert "<|tool_call_begin|>functions.get_weather:2<|tool_call_argument_begin|>" in text
+    assert "## Return of functions.get_weather:0\nsun" in text
+    assert "## Return of functions.get_weather:2\nwarm" in text
+    assert "## Return of functions.search:1\na city" in text
+    k2 = K2_NUMBERED.renderer
+    text = k2.decode(k2.build_generation_prompt(conv.messages, conv.tools))
+    assert "## Return of functions.get_weather:1\\nwarm" in text
+    assert "## Return of functions.search:0\\na city" in text
+
+
+def test_results_without_ids_answer_the_calls_in_order_when_numbered() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "get_weather", "arguments": {"c": 1}}},
+                {"type": "function", "function": {"name": "search", "arguments": {"q": 2}}},
+            ],
+        },
+        {"role": "tool", "content": "sun"},
+        {"role": "tool", "content": "a city"},
+    ]
+    for variant in (K2_NUMBERED, K2_THINKING_NUMBERED):
+        r = variant.renderer
+        prompt = r.build_generation_prompt(messages, TOOLS)
+        assert prompt == variant.template_ids(messages, TOOLS, add_generation_prompt=True)
+        nl = "\n" if variant.thinking else "\\n"
+        text = r.decode(prompt)
+        assert f"## Return of functions.get_weather:0{nl}sun" in text
+        assert f"## Return of functions.search:1{nl}a city" in text
+        with pytest.raises(ValueError, match=r"^messages\[4\]: this tool message has no "):
+            r.build_generation_prompt([*messages, {"role": "tool", "content": "extra"}], TOOLS)
+        with pytest.raises(ValueError, match=r"^messages\[2\]: tool_call_id 'x' names no "):
+            r.build_generation_prompt(
+                [*messages[:2], {"role": "tool", "tool_call_id": "x", "content": "?"}], TOOLS
+            )
+
+
+def test_a_call_without_an_id_is_an_error_where_the_template_writes_it_empty() -> None:
+    """Moonshot's K2-Thinking template writes a call's ``id`` and a result's
+    ``tool_call_id``: without them it writes empty ids, and the call names no function.
+    The renderer refuses (naming the message and the option that numbers them)."""
+    nameless: list[dict[str, Any]] = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "get_weather", "arguments": {"c": 1}}}
+            ],
+        },
+        {"role": "tool", "content": "sun"},
+    ]
+    text = K2_THINKING.template_text(nameless, TOOLS, True)
+    assert "<|tool_call_begin|><|tool_call_argument_begin|>" in text
+    assert "## Return of \nsun" in text
+    r = K2_THINKING.renderer
+    with pytest.raises(
+        ValueError,
+        match=r"^messages\[1\]: kimi_k2_thinking writes each tool call's id, which names its "
+        r"function; the call to 'get_weather' has none \(give ids, or pass "
+        r"call_ids='numbered' to number the calls functions\.NAME:IDX\)$",
+    ):
+        r.build_generation_prompt(nameless, TOOLS)
+    answered = copy.deepcopy(nameless)
+    answered[1]["tool_calls"][0]["id"] = "functions.get_weather:0"
+    for variant in (K2_THINKING, K2):
+        with pytest.raises(
+            ValueError, match=rf"^messages\[2\]: {variant.renderer.name} heads a tool result "
+        ):
+            variant.renderer.build_generation_prompt(answered, TOOLS)
+    # K2-Instruct's template numbers calls itself: a call needs no id there.
+    assert K2.renderer.build_generation_prompt(nameless[:2], TOOLS) == K2.template_ids(
+        nameless[:2], TOOLS, add_generation_prompt=True
+    )
+
+
+def _foreign_warnings(fn: Any) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in caught if re.search(FOREIGN_IDS, str(w.message))]
+
+
+def test_foreign_ids_are_written_as_given_with_one_warning() -> None:
+    """Ids not of the form ``functions.NAME:IDX`` (OpenAI's ``call_...``, or a name other
+    than the call's) are off-distribution: written as the template writes them, with one
+    warning per renderer naming the option that numbers them; Kimi's own form is quiet."""
+    conv = next(c for c in CORPUS if c.id == "tool_results_consecutive")
+    kimi_ids = numbered_ids(conv.messages, per_message=False)
+    for variant in (K2, K2_THINKING):
+        r = type(variant.renderer)(tokenizer(variant.model_id))  # a renderer that never warned
+        messages = conv.messages if variant.thinking else without_reasoning(conv).messages
+        quiet = kimi_ids if variant.thinking else numbered_ids(messages, per_message=True)
+        assert _foreign_warnings(lambda r=r, m=quiet: r.build_generation_prompt(m, TOOLS)) == []
+        first = _foreign_warnings(lambda r=r, m=messages: r.build_generation_prompt(m, TOOLS))
+        assert len(first) == 1
+        assert first[0].startswith(f"{r.name}: tool-call ids not of the form functions.NAME:IDX")
+        assert first[0].endswith("call_ids='numbered' writes functions.NAME:IDX ids")
+        assert _foreign_warnings(lambda r=r, m=messages: r.build_generation_prompt(m, TOOLS)) == []
+        numbered = type(r)(tokenizer(variant.model_id), call_ids="numbered")
+        assert (
+            _foreign_warnings(lambda r=numbered, m=messages: r.build_supervised_example(m, TOOLS))
+            == []
+        )
+    wrong_name = copy.deepcopy(kimi_ids)
+    wrong_name[1]["tool_calls"][0]["id"] = "functions.search:0"
+    r = KimiK2ThinkingRenderer(tokenizer(THINKING))
+    assert len(_foreign_warnings(lambda: r.build_generation_prompt(wrong_name, TOOLS))) == 1
+
+
+def test_a_trained_call_whose_id_does_not_name_its_function_is_an_error() -> None:
+    """K2-Thinking writes a call's id and never its name: a trained call whose id does not
+    name its function would teach a call to no function, so it is refused naming the
+    message and the option; as history it is written as given (with the warning). An id
+    the name can be read from (``functions.NAME`` without ``:IDX``) is trained."""
+    user = {"role": "user", "content": "Weather?"}
+    r = KimiK2ThinkingRenderer(tokenizer(THINKING))
+    for call_id, trains in (
+        ("call_1", False),
+        ("get_weather_x", False),
+        ("functions.get_weather", True),
+    ):
+        messages = [
+            user,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call("get_weather", {"c": 1}, call_id)],
+            },
+        ]
+        expected = K2_THINKING.template_ids(messages, TOOLS, add_generation_prompt=False)
+        assert (
+            f"<|tool_call_begin|>{call_id}<|tool_call_argument_begin|>"
+            in K2_THINKING.template_text(messages, TOOLS, False)
+        )
+        if trains:
+            assert r.build_supervised_example(messages, TOOLS).tokens.tolist() == expected
+        else:
+            message = (
+                f"messages[1]: kimi_k2_thinking writes a tool call's id, not its name, and the id "
+                f"{call_id!r} of this trained call to 'get_weather' does not name it: the model "
+                "would learn a call to no function (give ids functions.NAME:IDX, or pass "
+                "call_ids='numbered')"
+            )
+            with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+                r.build_supervised_example(messages, TOOLS)
+            numbered = K2_THINKING_NUMBERED.renderer.build_supervised_example(messages, TOOLS)
+            assert "functions.get_weather:0" in r.decode(numbered.tokens.tolist())
+        later = [*messages, result(call_id, "sun"), {"role": "assistant", "content": "Sun."}]
+        example = r.build_supervised_example(later, TOOLS)
+        assert example.tokens.tolist() == K2_THINKING.template_ids(later, TOOLS, False)
+
+
+# -- cross-check: tml-renderers -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        with_kimi_ids(c)
+        for c in conversations(K2_THINKING)
+        if "unanswered_result" not in c.tags
+        and not any(m.get("name") and m["role"] in ("user", "assistant") for m in c.messages)
+    ],
+    ids=repr,
+)
+def test_tml_renderers_kimi_k2_agrees_with_the_template_and_keep_last_reasoning(
+    conv: Conversation,
+) -> None:
+    """tml-renderers 0.2.1's ``KimiK2()`` (with Kimi's ids, its supported form) writes
+    every generation prompt as Moonshot's template, and trains the last turn as
+    ``keep_last_reasoning=True`` does (after its generation prompt, reasoning kept).
+    (It writes the role in the header of a named user or assistant message, where the
+    template writes the name: those conversations are left out.)"""
+    pytest.importorskip("tml_renderers")
+    from tml_renderers import renderers as tml
+
+    from tests import tml_oracle
+
+    config = tml_oracle.OracleConfig("kimi_k2_thinking", THINKING, {}, tml.KimiK2, "KimiK2()")
+    for prompt in _prompts(conv):
+        expected = K2_THINKING.template_ids(prompt, conv.tools, add_generation_prompt=True)
+        assert tml_oracle.prompt_ids(config, prompt, conv.tools) == expected
+    if _ends_with_assistant(conv) and len(conv.messages) > 1:
+        tokens, weights = tml_oracle.supervised_ids(config, conv.messages, conv.tools)
+        example = K2_THINKING_KEEP.renderer.build_supervised_example(conv.messages, conv.tools)
+        assert (example.tokens.tolist(), example.weights.tolist()) == (tokens, weights)
 
 
 # -- control-token spellings in message text ----------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=repr)
+@pytest.mark.parametrize("variant", [K2, K2_THINKING], ids=repr)
 def test_typed_control_strings_stay_ordinary_text(variant: Variant) -> None:
     """Same text as the template, but typed markers never become control tokens."""
     messages = ADVERSARIAL.messages
@@ -846,7 +1214,16 @@ def test_typed_control_strings_stay_ordinary_text(variant: Variant) -> None:
 
 # -- round trip ---------------------------------------------------------------------------
 
-ROUND_TRIP_VARIANTS = [K2, INITIAL, K2_THINKING_KEEP]
+K2_THINKING_KEEP_NUMBERED = Variant(
+    "thinking_keep_numbered", THINKING, (("keep_last_reasoning", True), ("call_ids", "numbered"))
+)
+ROUND_TRIP_VARIANTS = [K2, K2_THINKING_KEEP, K2_THINKING_KEEP_NUMBERED]
+
+
+def _round_trip_conversation(variant: Variant, conv: Conversation) -> Conversation:
+    """K2-Thinking with the caller's ids: the conversation with Kimi's ids (the parser
+    reads a call's name from its id, and a foreign id names no function)."""
+    return with_kimi_ids(conv) if variant is K2_THINKING_KEEP else conv
 
 
 def _expected_parts(variant: Variant, conv: Conversation) -> list[Part]:
@@ -854,7 +1231,7 @@ def _expected_parts(variant: Variant, conv: Conversation) -> list[Part]:
     joined, calls with the ids the template wrote."""
     msgs = coerce_messages(conv.messages)
     last = msgs[-1]
-    counter = 0 if variant is INITIAL else sum(len(m.tool_calls) for m in msgs[:-1])
+    counter = 0 if variant is K2 else sum(len(m.tool_calls) for m in msgs[:-1])
     parts: list[Part] = []
     for p in last.parts:
         if type(p) is ThinkingPart and (not variant.thinking or not p.text):
@@ -892,6 +1269,7 @@ def _completion(
     ],
 )
 def test_render_then_parse_round_trips(variant: Variant, conv: Conversation) -> None:
+    conv = _round_trip_conversation(variant, conv)
     completion = _completion(variant, conv.messages, conv.tools)
     result_ = variant.renderer.parse_response(completion)
     assert result_.termination is Termination.STOP
@@ -899,6 +1277,11 @@ def test_render_then_parse_round_trips(variant: Variant, conv: Conversation) -> 
     assert list(result_.message.parts) == _expected_parts(variant, conv)
     _check_spans(result_, len(completion))
     _check_streaming(variant, completion, result_)
+    # The parsed message renders back to the same ids after the same prompt.
+    again = _completion(
+        variant, [*coerce_messages(conv.messages)[:-1], result_.message], conv.tools
+    )
+    assert again == completion
 
 
 def _check_spans(res: ParseResult, n: int) -> None:
@@ -949,9 +1332,6 @@ def test_non_canonical_part_order_round_trips(variant: Variant) -> None:
         ToolCallPart("get_weather", '{"city": "Oslo"}', id="functions.get_weather:2"),
         TextPart("Done."),
     ]
-    if variant is INITIAL:
-        parts[5] = ToolCallPart("get_weather", '{"city": "Rome"}', id="functions.get_weather:0")
-        parts[6] = ToolCallPart("get_weather", '{"city": "Oslo"}', id="functions.get_weather:1")
     if not variant.thinking:  # K2-Instruct cannot render reasoning (a ValueError)
         parts = [p for p in parts if type(p) is not ThinkingPart]
     messages = [Message("user", "go"), Message("assistant", parts)]
@@ -1251,8 +1631,11 @@ def test_bad_input_gets_clear_errors() -> None:
         K2_THINKING.renderer.build_generation_prompt(
             [Message("user", [ThinkingPart("no"), TextPart("x")])]
         )
-    with pytest.raises(ValueError, match="template"):
-        K2.renderer.build_generation_prompt([{"role": "user", "content": "x"}], template="v3")
+    with pytest.raises(ValueError, match="option call_ids: expected one of 'given', 'numbered'"):
+        K2.renderer.build_generation_prompt([{"role": "user", "content": "x"}], call_ids="v3")
+    # The option that chose llama.cpp's edited copy of the template is gone.
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'template'"):
+        KimiK2Renderer(tokenizer(INSTRUCT), template="initial")
     with pytest.raises(ValueError, match="tools: cannot be declared as JSON"):
         K2.renderer.build_generation_prompt(
             [{"role": "user", "content": "x"}], [{"name": "f", "parameters": {"x": object()}}]

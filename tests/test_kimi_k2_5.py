@@ -1,5 +1,15 @@
-"""Kimi-K2.5 against its oracle (tml-renderers 0.2.1, the official template not being
-available offline) on the shared corpus, and the format's own behaviour."""
+"""Kimi-K2.5 against Moonshot's template on the shared corpus, cross-checked with
+tml-renderers 0.2.1, and the format's own behaviour.
+
+The oracle is Moonshot's ``chat_template.jinja`` (``../shared/templates``, see
+``tests/oracle.py``) rendered by transformers' ``apply_chat_template`` after the deep sort
+of ``tools``, with K2-Thinking's tokenizer (the same vocabulary). The template declares
+tools as the tokenizer's ``tools_ts_str`` when given (the TypeScript-style declaration:
+tinker-cookbook 0.6.1's copy of the encoder wrote the expected ones in
+``tests/data/kimi_k2_5_tool_declarations.json``), else as compact JSON. tml-renderers'
+``KimiK25`` renderers (JSON declaration) are the cross-check, and the only reference for
+``preserve_thinking=True``, which is not a variable of Moonshot's template.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +31,7 @@ from renderers import (
 from renderers.kimi_k2_5_tools import typescript_declaration
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, Conversation, prompts_of
+from tests.oracle import deep_sort_dict, kimi_template_text, official_kimi_template
 from tests.tml_oracle import (
     CONFIGS,
     OracleConfig,
@@ -53,6 +64,116 @@ def renderer(config: OracleConfig | None = None, **options: Any) -> Renderer:
 
 def _messages(config: OracleConfig, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages if config.reasoning else without_reasoning(messages)
+
+
+# -- Moonshot's template ----------------------------------------------------------------------
+
+THINKING_TOKENIZER = "moonshotai/Kimi-K2-Thinking"
+"""The transformers tokenizer that renders and encodes the template (K2.5's vocabulary is
+K2-Thinking's: tests/test_token_table.py)."""
+
+OFFICIAL = [c for c in K25 if "preserve_thinking" not in c.options]
+"""The option sets Moonshot's template has: thinking on and off (JSON declaration)."""
+
+
+def official_text(
+    config: OracleConfig,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    tools_ts_str: str | None = None,
+) -> str:
+    kwargs: dict[str, Any] = {} if config.options.get("thinking", True) else {"thinking": False}
+    if tools_ts_str is not None:
+        kwargs["tools_ts_str"] = tools_ts_str
+    return kimi_template_text(
+        tokenizer_for(THINKING_TOKENIZER),
+        official_kimi_template(MODEL),
+        messages,
+        tools,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
+    )
+
+
+def official_ids(text: str) -> list[int]:
+    ids: list[int] = tokenizer_for(THINKING_TOKENIZER).encode(text, add_special_tokens=False)
+    return ids
+
+
+def _sampled(config: OracleConfig, message: dict[str, Any]) -> str:
+    """An assistant message as the model samples it after the generation prompt
+    (``...<think>``, or ``<think></think>`` with thinking off): the template's "suffix"
+    form without its opening."""
+    content = message.get("content") or ""
+    parts = content if isinstance(content, list) else []
+    if parts:
+        content = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+    text = content
+    if config.options.get("thinking", True):
+        reasoning = message.get("reasoning_content") or "".join(
+            p["thinking"] for p in parts if p.get("type") == "thinking"
+        )
+        text = f"{reasoning}</think>{content}"
+    if message.get("tool_calls"):
+        text += "<|tool_calls_section_begin|>"
+        for tc in message["tool_calls"]:
+            args = tc["function"]["arguments"]
+            args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            text += (
+                f"<|tool_call_begin|>{tc['id']}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
+            )
+        text += "<|tool_calls_section_end|>"
+    return text + "<|im_end|>"
+
+
+def _plain_with_reasoning(message: dict[str, Any]) -> bool:
+    reasoning = message.get("reasoning_content") or any(
+        p.get("type") == "thinking" and p.get("thinking")
+        for p in (message["content"] if isinstance(message.get("content"), list) else [])
+    )
+    return message["role"] == "assistant" and not message.get("tool_calls") and bool(reasoning)
+
+
+TEMPLATE_CASES = [
+    pytest.param(c, conv, id=f"{c!r}-{conv.id}")
+    for c in OFFICIAL
+    for conv in CORPUS
+    if "adversarial" not in conv.tags
+]
+
+
+@pytest.mark.parametrize(("config", "conversation"), TEMPLATE_CASES)
+def test_generation_prompts_equal_moonshots_template(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    r = renderer(config)
+    for prompt in prompts_of(conversation):
+        messages = _messages(config, prompt)
+        expected = official_ids(official_text(config, messages, conversation.tools, True))
+        assert r.build_generation_prompt(messages, tools=conversation.tools) == expected
+
+
+@pytest.mark.parametrize(
+    ("config", "conversation"),
+    [p for p in TEMPLATE_CASES if p.values[1].messages[-1]["role"] == "assistant"],
+)
+def test_supervised_examples_equal_moonshots_template(
+    config: OracleConfig, conversation: Conversation
+) -> None:
+    """The trained turn renders after its generation prompt as sampled: the template's
+    rendering of the whole conversation, except (documented) where the template writes
+    a final plain answer with reasoning as history, dropping that reasoning."""
+    r = renderer(config)
+    messages = _messages(config, conversation.messages)
+    tools = conversation.tools
+    prompt = official_ids(official_text(config, messages[:-1], tools, True))
+    tail = official_ids(_sampled(config, messages[-1]))
+    example = r.build_supervised_example(messages, tools=tools)
+    assert example.tokens.tolist() == prompt + tail
+    assert example.weights.tolist() == [0.0] * len(prompt) + [1.0] * len(tail)
+    whole = official_ids(official_text(config, messages, tools, False))
+    assert (whole == prompt + tail) != _plain_with_reasoning(messages[-1])
 
 
 @pytest.mark.parametrize(("config", "conversation"), CASES)
@@ -101,16 +222,17 @@ def test_parses_of_trained_turns_equal_the_oracle(
     )
 
 
-# -- where the renderer follows Kimi-K2-Thinking's template rather than the oracle ---------
+# -- where the renderer follows Moonshot's template rather than tml-renderers -------------
 
 
-def test_headers_name_a_named_message_as_kimi_k2_thinking_does() -> None:
+def test_headers_name_a_named_message_as_the_template_does() -> None:
     messages = [{"role": "user", "content": "Hi", "name": "ada"}]
     r = renderer()
     text = r.decode(r.build_generation_prompt(messages))
     assert text.startswith("<|im_user|>ada<|im_middle|>Hi<|im_end|>")
+    assert text == official_text(K25[0], messages, None, True)
     oracle = decode(tokenizer_for(MODEL), prompt_ids(K25[0], messages, None))
-    assert oracle.startswith("<|im_user|>user<|im_middle|>Hi<|im_end|>")
+    assert oracle.startswith("<|im_user|>user<|im_middle|>Hi<|im_end|>")  # tml-renderers
 
 
 # -- the format -----------------------------------------------------------------------------
@@ -235,6 +357,21 @@ def test_corpus_renders_as_the_oracle_with_the_tokenizers_declaration(
         example = r.build_supervised_example(conversation.messages, tools=conversation.tools)
         assert example.tokens.tolist() == tokens
         assert example.weights.tolist() == weights
+
+
+@pytest.mark.parametrize("conversation", TOOLS_CASES)
+def test_default_prompts_equal_moonshots_template_given_the_tokenizers_declaration(
+    conversation: Conversation,
+) -> None:
+    """Default options: the template renders the tokenizer's TypeScript-style declaration
+    passed as ``tools_ts_str`` (the expected declarations: tinker-cookbook's encoder)."""
+    sorted_tools = deep_sort_dict(conversation.tools)
+    (declaration,) = [c["declaration"] for c in DECLARATIONS if c["tools"] == sorted_tools]
+    assert declaration is not None
+    r = renderer()
+    for prompt in prompts_of(conversation):
+        text = official_text(K25[0], prompt, conversation.tools, True, tools_ts_str=declaration)
+        assert r.build_generation_prompt(prompt, tools=conversation.tools) == official_ids(text)
 
 
 def test_the_parser_starts_inside_the_reasoning_the_prompt_opened() -> None:

@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 USER_CODE = """\
 import renderers
 
+
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
+
 r = renderers.get_renderer("qwen3")
 reveal_type(r)
 ids: str = r.build_generation_prompt([{"role": "user", "content": "Hi"}])

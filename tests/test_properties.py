@@ -51,7 +51,6 @@ from renderers.core.messages import Part, coerce_messages
 from renderers.core.parsing import (
     StreamParser,
     TextDelta,
-    json_object_members,
     sampled_text_ids,
 )
 from renderers.kimi_k2 import tool_name_from_id
@@ -576,11 +575,13 @@ def _kimi_call(p: Part, index: int) -> Part:
     return UnparsedToolCallPart(p.raw, "?")
 
 
-def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Message | None:
+def _kimi_canonical(m: Message, *, thinking: bool) -> Message | None:
     """Parts in order (empty text and thinking write nothing); runs of calls become
-    sections with ids ``functions.NAME:IDX`` counted over the conversation (per section
-    with the initial template). ``None`` when a text or thinking part holds the misspelled
-    ``<|tool_call_section_begin|>``, which the parser documentedly reads as a marker."""
+    sections with ids ``functions.NAME:IDX`` counting the message's calls (the ids
+    K2-Instruct's template writes, the ids :func:`with_kimi_ids` gives, and the numbered
+    ids of a conversation whose only calls are these). ``None`` when a text or thinking
+    part holds the misspelled ``<|tool_call_section_begin|>``, which the parser
+    documentedly reads as a marker."""
     parts = [
         p
         for p in m.parts
@@ -594,8 +595,6 @@ def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Mes
             out.append(_kimi_call(p, index))
             index += 1
             continue
-        if per_section_ids:
-            index = 0
         if type(p) is TextPart and out and type(out[-1]) is TextPart:
             out[-1] = TextPart(out[-1].text + p.text)
         else:
@@ -609,35 +608,31 @@ def _kimi_canonical(m: Message, *, thinking: bool, per_section_ids: bool) -> Mes
 
 
 def kimi_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=False, per_section_ids=False)
-
-
-def kimi_initial_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=False, per_section_ids=True)
+    return _kimi_canonical(m, thinking=False)
 
 
 def kimi_thinking_canonical(m: Message) -> Message | None:
-    """Template behaviour: the conversation's first assistant message without tool calls
+    """Template behaviour: the conversation's last assistant message without tool calls
     is written with an empty think block (its reasoning is dropped). (As the trained turn
     with reasoning it is a caller error, see :func:`kimi_trained_reasoning`: this is what
     the template renders, which the turn without its reasoning renders as.)"""
     if not any(_is_call(p) for p in m.parts):
         m = Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
-    return _kimi_canonical(m, thinking=True, per_section_ids=False)
+    return _kimi_canonical(m, thinking=True)
 
 
 def kimi_thinking_keep_canonical(m: Message) -> Message | None:
-    return _kimi_canonical(m, thinking=True, per_section_ids=False)
+    return _kimi_canonical(m, thinking=True)
 
 
 def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
     """Kimi-K2-Thinking without ``keep_last_reasoning`` (documented): the template writes
-    ``<think></think>`` for the conversation's first assistant message without tool calls;
-    when that is the trained (last) turn and it has reasoning, the renderer refuses it."""
+    ``<think></think>`` for every turn up to the conversation's last assistant message
+    without tool calls; when the trained (last) turn is such a message and it has
+    reasoning, the renderer refuses it."""
     i = len(msgs) - 1
     m = msgs[i]
-    plain = [k for k, x in enumerate(msgs) if x.role == "assistant" and not _has_call(x)]
-    if m.role != "assistant" or plain[:1] != [i]:
+    if m.role != "assistant" or _has_call(m):
         return None
     if not any(type(p) is ThinkingPart and p.text for p in m.parts):
         return None
@@ -649,15 +644,13 @@ def kimi_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
 def kimi_thinking_prefix(
     r: Renderer, messages: Conversation, prefix: list[int], rest: list[int]
 ) -> bool:
-    """Documented template defect: when the trained turn is the conversation's first
-    assistant message without tool calls, the template drops the reasoning of every
-    assistant turn before it, which the generation prompt showed."""
+    """Documented template defect: when the trained turn is an assistant message without
+    tool calls (so the conversation's last), the template drops the reasoning of every
+    assistant turn before it, which the generation prompt showed for the turns after the
+    previous plain answer."""
     msgs = coerce_messages(messages)
-    earlier = [x for x in msgs[:-1] if x.role == "assistant"]
-    first_plain = not any(_is_call(p) for p in msgs[-1].parts) and all(
-        any(_is_call(p) for p in x.parts) for x in earlier
-    )
-    if not first_plain:
+    plain = not any(_is_call(p) for p in msgs[-1].parts)
+    if not plain:
         return prompt_equals(r, messages, prefix, rest)
     stripped = [
         Message(x.role, [p for p in x.parts if type(p) is not ThinkingPart], x.name)
@@ -777,14 +770,15 @@ GPT_OSS_DATE = (("date", "2025-06-01"),)
 # -- Qwen3.5 / Qwen3.8 ------------------------------------------------------------------------
 
 
-def _xml_value(value: Any, raw: str, python_scalars: bool) -> str:
-    """The text a Qwen3.5/3.8 parameter holds (documented): strings as is, Qwen3.5's
-    booleans and null as Python prints them, other values as given."""
+def _xml_value(value: Any, python_scalars: bool) -> str:
+    """The text a Qwen3.5/3.8 parameter holds (documented: the template's writing of the
+    parsed value): strings as is, Qwen3.5's other scalars as Python prints them
+    (``|string``), other values as ``tojson``."""
     if isinstance(value, str):
         return value
-    if python_scalars and (value is None or isinstance(value, bool)):
+    if python_scalars and not isinstance(value, (dict, list)):
         return str(value)
-    return raw
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _json_or_string(text: str) -> str:
@@ -804,8 +798,8 @@ def _xml_call(p: Part, python_scalars: bool) -> Part | None:
         return UnparsedToolCallPart(_nfc(p.raw), "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
-        key, text = _nfc(key), _nfc(_xml_value(value, raw, python_scalars))
+    for key, value in json.loads(p.arguments).items():
+        key, text = _nfc(key), _nfc(_xml_value(value, python_scalars))
         if ">" in key or "\n" in key or "</parameter>" in text:
             return None
         members.append(json.dumps(key, ensure_ascii=False) + ": " + _json_or_string(text))
@@ -897,17 +891,19 @@ _DSML = "｜DSML｜"
 
 
 def _dsml_call(p: Part) -> Part | None:
-    """An ``invoke`` with one parameter per argument (string values flagged, the others
-    as given); ``None`` when a key cannot be read back (a quote or a newline)."""
+    """An ``invoke`` with one parameter per argument (string values flagged, the others as
+    the encoder's ``to_json`` writes the parsed value); ``None`` when a key cannot be read
+    back (a quote or a newline)."""
     if type(p) is UnparsedToolCallPart:
         return UnparsedToolCallPart(p.raw, "?")
     assert type(p) is ToolCallPart
     members = []
-    for key, value, raw in json_object_members(p.arguments):
+    for key, value in json.loads(p.arguments).items():
         if '"' in key or "\n" in key:
             return None
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else raw
-        members.append(json.dumps(key, ensure_ascii=False) + ": " + text)
+        members.append(
+            json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+        )
     return ToolCallPart(p.name, "{" + ", ".join(members) + "}")
 
 
@@ -970,7 +966,8 @@ DSV4_UNPARSED = strategies.text.map(
 
 def dsv4_messages() -> st.SearchStrategy[Message]:
     call = st.one_of(
-        strategies.tool_call_parts(), st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?"))
+        strategies.tool_call_parts(any_spelling=True),
+        st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?")),
     )
     part = st.one_of(strategies.thinking_parts(), strategies.text_parts(), call)
     return st.lists(part, max_size=6).map(lambda ps: Message("assistant", ps))
@@ -981,7 +978,7 @@ def dsv4_messages() -> st.SearchStrategy[Message]:
 
 def with_kimi_ids(m: Message) -> Message:
     """Calls with ids as Kimi models sample them (``functions.NAME:IDX``, IDX counting the
-    message's calls): Kimi-K2.5 writes the caller's ids."""
+    message's calls): Kimi-K2-Thinking and K2.5 write the caller's ids."""
     out: list[Part] = []
     index = 0
     for p in m.parts:
@@ -1012,11 +1009,20 @@ def _query_last(conversation: list[dict[str, Any]]) -> bool:
 # -- the specs -----------------------------------------------------------------------------
 
 QWEN3_MESSAGES = strategies.assistant_messages()
+QWEN35_MESSAGES = strategies.assistant_messages(any_spelling=True)
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
+    Spec(
+        "qwen3",
+        "Qwen/Qwen3-8B",
+        (("drafted_calls", "call"),),
+        QWEN3_MESSAGES,
+        qwen3_canonical,
+        QWEN3,
+    ),
     Spec(
         "qwen3",
         "Qwen/Qwen3-8B",
@@ -1077,9 +1083,9 @@ SPECS = [
     Spec(
         "kimi_k2",
         "moonshotai/Kimi-K2-Instruct",
-        (("template", "initial"),),
+        (("call_ids", "numbered"),),
         strategies.assistant_messages(thinking=False),
-        kimi_initial_canonical,
+        kimi_canonical,
         KIMI,
         thinking=False,
         conversations=NO_REASONING,
@@ -1088,7 +1094,7 @@ SPECS = [
         "kimi_k2_thinking",
         "moonshotai/Kimi-K2-Thinking",
         (),
-        strategies.assistant_messages(),
+        strategies.assistant_messages().map(with_kimi_ids),
         kimi_thinking_canonical,
         KIMI,
         prompt_prefix=kimi_thinking_prefix,
@@ -1098,15 +1104,25 @@ SPECS = [
         "kimi_k2_thinking",
         "moonshotai/Kimi-K2-Thinking",
         (("keep_last_reasoning", True),),
-        strategies.assistant_messages(),
+        strategies.assistant_messages().map(with_kimi_ids),
         kimi_thinking_keep_canonical,
         KIMI,
+    ),
+    Spec(
+        "kimi_k2_thinking",
+        "moonshotai/Kimi-K2-Thinking",
+        (("call_ids", "numbered"),),
+        strategies.assistant_messages(),
+        kimi_thinking_canonical,
+        KIMI,
+        prompt_prefix=kimi_thinking_prefix,
+        trained_reasoning=kimi_trained_reasoning,
     ),
     Spec(
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1115,7 +1131,7 @@ SPECS = [
         "qwen3.5",
         "Qwen/Qwen3.5-27B",
         (("enable_thinking", False),),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=True, python_scalars=True),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1125,7 +1141,16 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
+        qwen35_canonical(inline=False, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
+    Spec(
+        "qwen3.8",
+        "Qwen/Qwen3.8-27B",
+        (("drafted_calls", "call"),),
+        QWEN35_MESSAGES,
         qwen35_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1134,7 +1159,7 @@ SPECS = [
         "qwen3.8",
         "Qwen/Qwen3.8-27B",
         (("enable_thinking", False), ("preserve_thinking", False)),
-        QWEN3_MESSAGES,
+        QWEN35_MESSAGES,
         qwen35_no_thinking_canonical(inline=False, python_scalars=False),
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
@@ -1855,7 +1880,7 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
         parts.append(TextPart(f"answer {k} " * k + "日本語"))
-        if k % 3 == 0:  # with the id Kimi-K2.5 writes (the other formats ignore it)
+        if k % 3 == 0:  # with the id the Kimi formats write (the others ignore it)
             arguments = json.dumps({"k": k, "q": "é"})
             parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))
         out.append(Message("assistant", parts))
@@ -2033,3 +2058,43 @@ def test_a_long_run_of_text_parses_as_streamed(model_id: str) -> None:
     assert parser.finish() == batch
     texts = [p.text for p in batch.message.parts if isinstance(p, (TextPart, ThinkingPart))]
     assert text.strip() in "".join(texts)
+
+
+@spec_param
+@given(data=st.data())
+def test_a_prefill_parses_as_the_ids_it_writes_followed_by_the_completion(
+    spec: Spec, data: st.DataObject
+) -> None:
+    """``prefill=text`` reads what the format writes for it (``_prefill_ids``) before the
+    completion: the result of parsing those ids then the completion, with spans and issue
+    positions counted from the completion's first id; one shot, token by token and in
+    random chunks alike."""
+    r = spec.renderer()
+    text = data.draw(strategies.text.filter(bool))
+    if data.draw(st.booleans()):
+        ids = completion_of(spec, r, data.draw(spec.messages))
+    else:
+        ids = data.draw(_token_soup(r))
+    before = r._prefill_ids(text, r.options)
+    whole = r.parse_response(before + ids)
+    result = r.parse_response(ids, prefill=text)
+    k = len(before)
+    assert result.message == whole.message
+    assert result.termination == whole.termination
+    assert (result.stop_token_id, result.trailing_ids) == (whole.stop_token_id, whole.trailing_ids)
+    assert result.spans == tuple((max(a - k, 0), max(b - k, 0)) for a, b in whole.spans)
+    assert [(max(i.position - k, 0), i.message) for i in whole.issues] == [
+        (i.position, i.message) for i in result.issues
+    ]
+    parser = r.stream_parser(prefill=text)
+    for t in ids:
+        parser.feed([t])
+    assert parser.finish() == result
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+    parser = r.stream_parser(prefill=text)
+    previous = 0
+    for cut in [*cuts, len(ids)]:
+        parser.feed(ids[previous:cut])
+        previous = cut
+    assert parser.finish() == result
+    count(f"prefill == its ids then the completion [{spec!r}]")

@@ -740,3 +740,28 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5
+
+
+# -- arguments: written verbatim, as the template writes a string -----------------------------
+
+ODD_ARGUMENTS = '{"city":"Par\\u00eds","n":1e1,"x":{"y":[true,null]}}'
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    [c for c in PARITY if any(m.get("tool_calls") for m in c.messages)],
+    ids=repr,
+)
+def test_arguments_text_is_written_verbatim_as_the_template_writes_a_string(
+    conversation: Conversation, qwen3: Qwen3Renderer, qwen3_tokenizer: Any
+) -> None:
+    """The template writes a string ``arguments`` as is: compact, escaped, exponent JSON
+    text is the model's text unchanged (no re-serialisation)."""
+    messages = json.loads(json.dumps(conversation.messages))
+    for m in messages:
+        for c in m.get("tool_calls") or []:
+            c["function"]["arguments"] = ODD_ARGUMENTS
+    for prompt in prompts_of(Conversation(conversation.id, messages)):
+        expected = oracle(qwen3_tokenizer, prompt, conversation.tools, True)
+        assert qwen3.build_generation_prompt(prompt, conversation.tools) == expected
+    assert ODD_ARGUMENTS in qwen3.decode(qwen3.build_supervised_example(messages).tokens)

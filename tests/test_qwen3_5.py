@@ -8,6 +8,7 @@ applied to its text (:func:`qwen_template_text`).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
@@ -27,6 +28,7 @@ from renderers import (
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, TOOLS, Conversation, prompts_of
 from tests.one_shot import parsed_both_ways
+from tests.oracle import server_messages, template_text, trl_template
 from tests.tml_oracle import (
     CONFIGS,
     OracleConfig,
@@ -36,6 +38,7 @@ from tests.tml_oracle import (
     our_items,
     parsed_items,
     prompt_ids,
+    template_ids,
     without_reasoning,
 )
 
@@ -426,3 +429,146 @@ def test_separators_around_every_marker_parse_in_one_shot_as_fed(
         parsed, fed, one_shot = parsed_both_ways(r, _Qwen35Parser, ids, monkeypatch)
         assert parsed == fed
         assert one_shot
+
+
+# -- arguments as servers render them (the official templates, via TRL's copies) -----------
+
+OFFICIAL = {"qwen3.5": "qwen3_5_think", "qwen3.8": "qwen3_8"}
+"""The official templates (TRL's byte-exact copies: ``trl/chat_templates/README.md``)."""
+
+ODD = (
+    '{"a":{"x":1,"y":[true,null,"\\u00fc"]},"b":1e1,"c":true,"d":null,"f":"s\\n",'
+    '"g":1E20,"h":3,"i":-0.0,"j":2.50,"k":[]}'
+)
+"""Arguments as JSON text no template writes: compact, escaped, exponents, trailing zeros."""
+
+
+def official_text(name: str, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    return template_text(trl_template(OFFICIAL[name]), messages, **kwargs)
+
+
+def official_ids(name: str, messages: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+    return template_ids(tokenizer_for("Qwen/Qwen3.5-27B"), official_text(name, messages, **kwargs))
+
+
+def compact_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with each call's arguments as compact, ASCII-escaped JSON text."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        for c in m.get("tool_calls") or []:
+            arguments = c["function"]["arguments"]
+            value = json.loads(arguments) if isinstance(arguments, str) else arguments
+            c["function"]["arguments"] = json.dumps(value, separators=(",", ":"))
+    return out
+
+
+CALLS = [
+    pytest.param(name, conv, id=f"{name}-{conv.id}")
+    for name in OFFICIAL
+    for conv in CORPUS
+    if any(m.get("tool_calls") for m in conv.messages) and not _late_system(conv.messages)
+]
+
+
+def test_the_corpus_has_calls_to_render() -> None:
+    assert len(CALLS) >= 16
+
+
+@pytest.mark.parametrize(("name", "conversation"), CALLS)
+def test_json_text_arguments_render_as_the_template_writes_the_parsed_value(
+    name: str, conversation: Conversation
+) -> None:
+    """Prompts with calls in their history: the official template applied to the
+    conversation as a server hands it over (arguments parsed), for arguments given as
+    compact JSON text."""
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    messages = compact_arguments(conversation.messages)
+    for prompt in prompts_of(Conversation(conversation.id, messages, conversation.tools)):
+        expected = official_ids(
+            name, server_messages(prompt), tools=conversation.tools, add_generation_prompt=True
+        )
+        assert r.build_generation_prompt(prompt, conversation.tools) == expected
+
+
+def _odd_call(arguments: str) -> list[dict[str, Any]]:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ]
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_odd_json_text_arguments_render_as_the_template_writes_the_parsed_value(
+    name: str,
+) -> None:
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    messages = _odd_call(ODD)
+    expected = official_ids(name, server_messages(messages), add_generation_prompt=True)
+    assert r.build_generation_prompt(messages) == expected
+    text = r.decode(expected)
+    assert (
+        "<parameter=b>\n10.0\n</parameter>" in text and '{"x": 1, "y": [true, null, "ü"]}' in text
+    )
+    # The trained turn: the template's text after the generation prompt, encoded apart.
+    example = r.build_supervised_example(messages[:2])
+    prompt = official_text(name, server_messages(messages[:1]), add_generation_prompt=True)
+    full = official_text(name, server_messages(messages[:2]))
+    assert full.startswith(prompt)
+    tokenizer = tokenizer_for("Qwen/Qwen3.5-27B")
+    completion = template_ids(tokenizer, full[len(prompt) :].rstrip("\n"))
+    assert example.tokens.tolist() == template_ids(tokenizer, prompt) + completion + [198]
+    assert example.weights.tolist() == [0.0] * (len(example.tokens) - len(completion) - 1) + [
+        1.0
+    ] * len(completion) + [0.0]
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_verbatim_arguments_write_each_value_as_given(name: str) -> None:
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"), verbatim_arguments=True)
+    text = r.decode(r.build_generation_prompt(_odd_call(ODD)))
+    python = name == "qwen3.5"
+    for key, value in [
+        ("a", '{"x":1,"y":[true,null,"\\u00fc"]}'),
+        ("b", "1e1"),
+        ("c", "True" if python else "true"),
+        ("d", "None" if python else "null"),
+        ("f", "s\n"),
+        ("g", "1E20"),
+        ("i", "-0.0"),
+        ("j", "2.50"),
+    ]:
+        assert f"<parameter={key}>\n{value}\n</parameter>" in text, key
+    # Arguments already in the template's form render the same either way.
+    plain = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    canonical = _odd_call(json.dumps({"a": {"x": 1}, "b": 10.0, "s": "é"}, ensure_ascii=False))
+    assert r.build_generation_prompt(canonical) == plain.build_generation_prompt(canonical)
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_empty_arguments_render_as_a_call_without_parameters(name: str) -> None:
+    """``arguments: ""``: Qwen3.8's template writes no parameter for it; Qwen3.5's fails
+    on it (``|items`` of a string) and a server hands it ``{}``: no parameter either."""
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    messages = _odd_call("")
+    if name == "qwen3.8":
+        expected = official_ids(name, messages, add_generation_prompt=True)
+    else:
+        with pytest.raises(TypeError, match="Can only get item pairs from a mapping"):
+            official_text(name, messages, add_generation_prompt=True)
+        expected = official_ids(name, server_messages(messages), add_generation_prompt=True)
+    assert r.build_generation_prompt(messages) == expected
+    assert "<function=f>\n</function>" in r.decode(expected)
+    assert r.build_generation_prompt(messages, verbatim_arguments=True) == expected
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_a_trained_call_parses_back_to_the_values_it_was_given(name: str) -> None:
+    """What a model trained on a re-serialised call samples parses to the same values."""
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"))
+    arguments = '{"a":{"x":1,"y":[true,null]},"b":1e1,"g":1E20,"h":3,"s":"t"}'
+    example = r.build_supervised_example(_odd_call(arguments)[:2])
+    completion = example.tokens[example.weights > 0].tolist()
+    (call,) = r.parse_response(completion).message.tool_calls
+    assert call.parsed_arguments() == json.loads(arguments)

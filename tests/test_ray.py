@@ -23,6 +23,8 @@ from renderers import get_renderer
 from renderers.prepare import ConversationMapper, loading_environment
 from tests.test_prepare import ARROW_ROWS, HETEROGENEOUS, MODEL, ROWS, _expected, _struct_rows
 
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
+
 ray = pytest.importorskip("ray")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
+
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 

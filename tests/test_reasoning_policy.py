@@ -14,7 +14,8 @@
   text with the start of a trained turn is never trained.
 
 Expected ids come from the official templates (tests/oracle.py, via the per-model test
-helpers) and tml-renderers for the 2026 families (tests/tml_oracle.py).
+helpers; Kimi-K2.5's too) and tml-renderers for the other 2026 families
+(tests/tml_oracle.py).
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def _tml(label: str) -> Oracle:
     return ids
 
 
+def _kimi_k25(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """Moonshot's Kimi-K2.5 template (tests/test_kimi_k2_5.py), JSON tool declaration."""
+    from tests import test_kimi_k2_5 as k25
+
+    return k25.official_ids(k25.official_text(k25.K25[0], messages, tools, gen))
+
+
 # Every renderer, with each option set that changes what happens to reasoning, and the
 # official rendering of the same conversation.
 VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
@@ -88,7 +96,7 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("qwen3.8", {"enable_thinking": False}, _tml("qwen3.8-enable_thinking=False")),
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
-    ("kimi_k2.5", {"tool_declaration": "json"}, _tml("kimi_k2.5-tool_declaration=json")),
+    ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -177,7 +185,7 @@ TRAINED_CASES: dict[str, Conversation] = {
 # Qwen3/3.5/3.8 and Kimi-K2.5 with thinking off, DeepSeek-V4 in chat mode, DeepSeek-V3 and
 # K2-Instruct (no reasoning), DeepSeek-V3.1 (its template drops every turn's; only
 # keep_thinking writes a last turn right after a user message), K2-Thinking (its template
-# empties the conversation's first plain answer).
+# empties the conversation's last plain answer).
 WRITES_TRAINED_REASONING = {
     ("qwen3", ()),
     ("gpt_oss", (("date", DATE),)),
@@ -186,6 +194,8 @@ WRITES_TRAINED_REASONING = {
     ("deepseek_v4", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),
 }
+# Formats checked on prompts only where a turn is trained: tml-renderers' supervised
+# examples train the last turn only; Kimi-K2.5 trains it as sampled (tests/test_kimi_k2_5.py).
 TML = ("qwen3.5", "qwen3.8", "deepseek_v4", "kimi_k2.5")
 
 

@@ -47,6 +47,8 @@ from tests.test_rollout_rl import (
     with_stop,
 )
 
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

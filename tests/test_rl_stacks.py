@@ -37,6 +37,9 @@ ANSWER = qwen3_ids("It is sunny in Paris, 21C.<|im_end|>")
 LONG_ANSWER = qwen3_ids(
     "It is sunny in Paris, 21C, with a light wind from the west and clear skies all day.<|im_end|>"
 )
+
+
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
 KINDS = ("normal", "length-cut", "over-budget", "stop-dropped")
 
 

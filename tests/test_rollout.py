@@ -404,32 +404,51 @@ def test_kimi_tool_turn_continues_like_the_template(variant_id: str) -> None:
     )
 
 
-def test_kimi_call_ids_keep_counting_without_the_conversation() -> None:
-    """Stateless, the renderer reads how many calls the prompt holds: the tool result is
-    answered as ``functions.NAME:IDX`` with the conversation-wide index, as the template."""
-    from tests.test_kimi_k2 import K2
+@pytest.mark.parametrize(
+    "variant_id", ["instruct", "thinking", "instruct_numbered", "thinking_numbered"]
+)
+def test_kimi_call_ids_continue_without_the_conversation(variant_id: str) -> None:
+    """Stateless, the renderer infers what its ids need from the prompt: numbered ids count
+    the calls the prompt holds (K2-Thinking's sampled call is the third of the
+    conversation), the caller's ids need nothing. The tool result is headed as with the
+    whole conversation, and as the template heads it. (Arguments as dicts: K2-Instruct's
+    template JSON-quotes a string again.)"""
+    from tests.test_kimi_k2 import VARIANTS
 
-    r = K2.renderer
-    earlier = {
-        "id": "c",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
-    }
+    variant = next(v for v in VARIANTS if v.id == variant_id)
+    r = variant.renderer
+    earlier = [
+        {
+            "id": f"functions.get_weather:{k}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+        }
+        for k in range(2)
+    ]
     history = [
         *START,
-        {"role": "assistant", "content": "", "tool_calls": [earlier, earlier]},
-        {"role": "tool", "tool_call_id": "c", "content": "cold"},
-        {"role": "tool", "tool_call_id": "c", "content": "cold"},
+        {"role": "assistant", "content": "", "tool_calls": earlier},
+        {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "cold"},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "cold"},
         {"role": "user", "content": "And Paris?"},
     ]
     prompt = r.build_generation_prompt(history, tools=TOOLS)
-    assert prompt == K2.template_ids(history, TOOLS, True)
-    completion = harmony(r, KIMI_CALL.format(idx=2))
+    assert prompt == variant.template_ids(history, TOOLS, True)
+    opening = "<think></think>" if variant.thinking else ""
+    completion = harmony(r, opening + KIMI_CALL.format(idx=2))
     tool = {"role": "tool", "tool_call_id": "functions.get_weather:2", "content": "21C"}
     got = r.next_turn_prompt(prompt, completion, [tool], TOOLS)
-    assert "## Return of functions.get_weather:2\n21C" in r.decode(got[len(prompt) :])
-    with_history = r.next_turn_prompt(prompt, completion, [tool], TOOLS, messages=history)
-    assert got == with_history
+    assert got == r.next_turn_prompt(prompt, completion, [tool], TOOLS, messages=history)
+    sampled = {**earlier[0], "id": "functions.get_weather:2"}
+    sampled["function"] = {**sampled["function"], "arguments": {"city": "Paris"}}
+    full = [*history, {"role": "assistant", "content": "", "tool_calls": [sampled]}, tool]
+    result = variant.template_text(full, TOOLS, True).rsplit("<|im_system|>", 1)[1]
+    assert r.decode(got[len(prompt) + len(completion) :]).startswith("<|im_system|>" + result)
+    # K2-Instruct's template numbers the calls of each message: the sampled call is its
+    # message's first (the rollout keeps the sampled ids).
+    numbered_per_message = variant_id == "instruct_numbered"
+    answered = "functions.get_weather:0" if numbered_per_message else tool["tool_call_id"]
+    assert f"## Return of {answered}" in result
 
 
 @pytest.mark.parametrize(
@@ -472,7 +491,7 @@ def test_every_renderer_reports_why_rerendering_is_not_an_extension(name: str) -
     assert "re-tokenized" in report.explanation or "re-serialized" in report.explanation
 
 
-# -- the 2026 families (oracle: tml-renderers) ---------------------------------------------
+# -- the 2026 families (oracle: tml-renderers; Kimi-K2.5: Moonshot's template) -------------
 
 
 # The first oracle configuration of each renderer (its default options, Kimi-K2.5's with the
@@ -486,9 +505,17 @@ def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any
     byte; the tool result and the next generation prompt are what the oracle renders after
     that turn's stop token; a turn cut off inside its reasoning is closed first."""
     r = get_renderer(config.name, tokenizer_for(config.model_id), **config.options)
+
+    def oracle(messages: list[dict[str, Any]]) -> list[int]:
+        if config.name == "kimi_k2.5":
+            from tests import test_kimi_k2_5 as k25
+
+            return k25.official_ids(k25.official_text(config, messages, TOOLS, True))
+        return prompt_ids(config, messages, TOOLS)
+
     rollout = r.rollout(START, tools=TOOLS)
     prompt = rollout.prompt_ids
-    assert prompt == prompt_ids(config, START, TOOLS)
+    assert prompt == oracle(START)
     call = {"id": "functions.get_weather:0", "type": "function"}
     call["function"] = {"name": "get_weather", "arguments": {"city": "Paris"}}
     answer = {
@@ -509,7 +536,7 @@ def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any
     tool["name"] = "get_weather"
     next_prompt = rollout.add_messages([tool])
     assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
-    full = prompt_ids(config, [*START, answer, tool], TOOLS)
+    full = oracle([*START, answer, tool])
     stop = r.stop_token_ids[0]
     end = [i for i, t in enumerate(full) if t == stop][prompt.count(stop)]
     assert next_prompt[len(prompt) + len(completion) :] == full[end + 1 :]

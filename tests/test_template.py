@@ -33,7 +33,7 @@ from tests import test_gpt_oss as gpt_oss
 from tests import test_qwen3 as qwen3_tests
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, TOOLS, Conversation, call, prompts_of, result
-from tests.oracle import hf_template_ids
+from tests.oracle import hf_template_ids, official_kimi_template
 from tests.training import supervised_or_dropped
 
 QWEN3 = "Qwen/Qwen3-8B"
@@ -288,10 +288,16 @@ def test_options_are_the_templates_keyword_arguments(qwen3_generic: TemplateRend
     assert off == hf_template_ids(
         tokenizer_for(QWEN3), messages, add_generation_prompt=True, enable_thinking=False
     )
-    # The template reads enable_thinking; reasoning is the library's rule, every renderer's.
-    assert qwen3_generic.option_names == ("enable_thinking", "reasoning")
+    # The template reads enable_thinking; reasoning is the library's rule, every renderer's,
+    # and drafted_calls its parsing choice.
+    assert qwen3_generic.option_names == ("drafted_calls", "enable_thinking", "reasoning")
     with pytest.raises(TypeError, match=r"option reasoning: expected 'error' or 'drop'"):
         qwen3_generic.build_generation_prompt(messages, reasoning="keep")
+    with pytest.raises(TypeError, match=r"option drafted_calls: expected 'reasoning' or 'call'"):
+        qwen3_generic.build_generation_prompt(messages, drafted_calls="yes")
+    assert TemplateRenderer(tokenizer_for(QWEN3), drafted_calls="call").changed_options() == {
+        "drafted_calls": "call"
+    }
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'thinking' .*enable_thinking"):
         qwen3_generic.build_generation_prompt(messages, thinking=True)
     r = TemplateRenderer(tokenizer_for(QWEN3), enable_thinking=False)
@@ -822,20 +828,29 @@ def test_the_cli_says_which_renderer_it_chose(
     "model_id", [QWEN3, "moonshotai/Kimi-K2-Thinking", "deepseek-ai/DeepSeek-V3.1"]
 )
 def test_rollouts_keep_the_same_ids_as_the_specialised_renderer(model_id: str) -> None:
-    """A tool-calling episode: prompt, sampled call, tool result, next prompt, answer."""
+    """A tool-calling episode: prompt, sampled call, tool result, next prompt, answer.
+    (Kimi: Moonshot's template, the hub cache's being llama.cpp's edited copy; the call
+    carries the id Kimi samples, which its template writes.)"""
     spec = renderers.get_renderer(model_id, tokenizer_for(model_id))
-    generic = TemplateRenderer(spec.tokenizer, sort_tool_keys=model_id.startswith("moonshotai"))
+    kimi = model_id.startswith("moonshotai")
+    generic = TemplateRenderer(
+        spec.tokenizer,
+        chat_template=official_kimi_template(model_id) if kimi else None,
+        sort_tool_keys=kimi,
+    )
     user = [{"role": "user", "content": "Weather in Paris?"}]
+    call_id = "functions.get_weather:0" if kimi else None
     turn = Message(
-        "assistant", [TextPart("Checking."), ToolCallPart("get_weather", '{"city": "Paris"}')]
+        "assistant",
+        [TextPart("Checking."), ToolCallPart("get_weather", '{"city": "Paris"}', id=call_id)],
     )
     answer = Message("assistant", "Sunny.")
     rollouts = [spec.rollout(user, tools=TOOLS), generic.rollout(user, tools=TOOLS)]
     for rollout in rollouts:
         example = spec.build_supervised_example([*user, turn], tools=TOOLS)
         rollout.add_completion(example.tokens[example.weights > 0].tolist())
-        rollout.add_messages([result("c1", "sunny", "get_weather")])
-        history = [*user, turn, result("c1", "sunny", "get_weather"), answer]
+        rollout.add_messages([result(call_id or "c1", "sunny", "get_weather")])
+        history = [*user, turn, result(call_id or "c1", "sunny", "get_weather"), answer]
         final = spec.build_supervised_example(history, tools=TOOLS)
         rollout.add_completion(final.tokens[final.weights > 0].tolist())
     assert rollouts[1].tokens.tolist() == rollouts[0].tokens.tolist()

@@ -17,15 +17,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from renderers.core.messages import TextPart, ThinkingPart
+from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text import (
     KIMI,
     STYLES,
     THINK,
     THINKING_TAG,
+    TOOL_CALL_TAG,
     ReasoningSplitter,
     TagStyle,
+    Thought,
     confidence,
     decode_entities,
     iter_split,
@@ -34,6 +36,7 @@ from renderers.text import (
     split_reasoning,
     split_reasoning_openai,
     thought_type,
+    thoughts,
 )
 
 WS = " \t\r\n"
@@ -52,9 +55,11 @@ def content(parts: list[TextPart | ThinkingPart]) -> str:
     return "".join(p.text for p in parts if type(p) is TextPart)
 
 
-def stream(text: str, style: object, cuts: list[int]) -> tuple[list, tuple, list]:
+def stream(
+    text: str, style: object, cuts: list[int], whitespace: str = "tidy"
+) -> tuple[list, tuple, list]:
     """Feed ``text`` cut at ``cuts``; returns (parts, issues, events)."""
-    splitter = ReasoningSplitter(style)  # type: ignore[arg-type]
+    splitter = ReasoningSplitter(style, whitespace=whitespace)  # type: ignore[arg-type]
     events = []
     prev = 0
     for cut in [*sorted(cuts), len(text)]:
@@ -64,8 +69,8 @@ def stream(text: str, style: object, cuts: list[int]) -> tuple[list, tuple, list
     return list(splitter.parts), splitter.issues, events
 
 
-def batch(text: str, style: object) -> tuple[list, tuple]:
-    splitter = ReasoningSplitter(style)  # type: ignore[arg-type]
+def batch(text: str, style: object, whitespace: str = "tidy") -> tuple[list, tuple]:
+    splitter = ReasoningSplitter(style, whitespace=whitespace)  # type: ignore[arg-type]
     splitter.feed(text)
     splitter.finish()
     return list(splitter.parts), splitter.issues
@@ -81,7 +86,8 @@ def check_events(events: list, parts: list) -> None:
         if type(ev) is PartStarted:
             assert open_index is None
             assert ev.index == len(finished)
-            assert ev.kind == ("thinking" if type(parts[ev.index]) is ThinkingPart else "text")
+            kinds = {ThinkingPart: "thinking", TextPart: "text"}
+            assert ev.kind == kinds.get(type(parts[ev.index]), "tool_call")
             open_index = ev.index
             deltas[ev.index] = []
         elif type(ev) is TextDelta:
@@ -94,7 +100,7 @@ def check_events(events: list, parts: list) -> None:
     assert open_index is None
     assert finished == parts
     for i, part in enumerate(parts):
-        assert "".join(deltas[i]) == part.text
+        assert "".join(deltas[i]) == getattr(part, "text", "")  # a tool call comes whole
 
 
 # -- an independent reference for plain (attribute-free) styles ---------------------------
@@ -117,10 +123,15 @@ def gap(runs: list[str], at_start: bool, at_end: bool) -> str:
 
 
 def reference_split(
-    text: str, pairs: list[tuple[str, str]], forced: bool = False, implicit: tuple[str, ...] = ()
+    text: str,
+    pairs: list[tuple[str, str]],
+    forced: bool = False,
+    implicit: tuple[str, ...] = (),
+    keep: bool = False,
 ) -> tuple[list, list[int]]:
     """Plain styles, case-insensitive, by whole-text search (ASCII/◁ tags only);
-    ``implicit`` markers also end a block and stay in the text."""
+    ``implicit`` markers also end a block and stay in the text. ``keep``: the content is
+    the text between blocks exactly (``whitespace="keep"``)."""
     low = text.lower()
     pairs = [(o.lower(), c.lower()) for o, c in pairs]
     implicit = tuple(t.lower() for t in implicit)
@@ -162,6 +173,8 @@ def reference_split(
         if k < 0:
             break
         pos = block(i + len(pairs[k][0]), pairs[k][1])
+    if keep:
+        return _kept_parts(segments), strays
     # content and blocks in order; whitespace next to blocks is collected into gaps
     items: list = []  # str (content without whitespace at block sides) or ThinkingPart
     runs: list[str] | None = None  # the open gap's whitespace runs
@@ -210,6 +223,26 @@ def reference_split(
     if "".join(current):
         parts.append(TextPart("".join(current)))
     return parts, strays
+
+
+def _kept_parts(segments: list[tuple[str, str, bool]]) -> list:
+    """Parts of ``segments`` when the content is kept exactly: text between blocks
+    without a part joins into one text part."""
+    parts: list = []
+    current = ""
+    for kind, s, complete in segments:
+        if kind == "text":
+            current += s
+            continue
+        thinking = s.strip(WS)
+        if thinking or not complete:
+            if current:
+                parts.append(TextPart(current))
+            current = ""
+            parts.append(ThinkingPart(thinking, incomplete=not complete))
+    if current:
+        parts.append(TextPart(current))
+    return parts
 
 
 KIMI_K2_SECTION = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
@@ -418,13 +451,13 @@ def test_text_without_tags_is_unchanged(text):
         assert split_reasoning(text, style) == expected
 
 
-@given(texts, st.sampled_from(list(PLAIN_REFERENCE)))
+@given(texts, st.sampled_from(list(PLAIN_REFERENCE)), st.sampled_from(["tidy", "keep"]))
 @SETTINGS
-def test_batch_equals_reference_for_plain_styles(text, style):
+def test_batch_equals_reference_for_plain_styles(text, style, whitespace):
     assume("<thinking" not in text.lower())
     pairs, forced, implicit = PLAIN_REFERENCE[style]
-    parts, issues = batch(text, style)
-    expected, strays = reference_split(text, pairs, forced, implicit)
+    parts, issues = batch(text, style, whitespace)
+    expected, strays = reference_split(text, pairs, forced, implicit, whitespace == "keep")
     assert parts == expected
     assert [i.position for i in issues if "closing tag" in i.message] == strays
 
@@ -453,15 +486,16 @@ SAMPLES = [
 ]
 
 
+@pytest.mark.parametrize("whitespace", ["tidy", "keep"])
 @pytest.mark.parametrize(("style", "text"), SAMPLES)
-def test_streaming_equals_batch_at_every_split_point(style, text):
-    parts, issues = batch(text, style)
+def test_streaming_equals_batch_at_every_split_point(style, text, whitespace):
+    parts, issues = batch(text, style, whitespace)
     for cut in range(len(text) + 1):
-        got_parts, got_issues, events = stream(text, style, [cut])
+        got_parts, got_issues, events = stream(text, style, [cut], whitespace)
         assert got_parts == parts, cut
         assert got_issues == issues, cut
         check_events(events, parts)
-    got_parts, got_issues, events = stream(text, style, list(range(len(text))))
+    got_parts, got_issues, events = stream(text, style, list(range(len(text))), whitespace)
     assert (got_parts, got_issues) == (parts, issues)
     check_events(events, parts)
 
@@ -480,13 +514,14 @@ attribute_fragments = st.sampled_from(
     st.sampled_from(
         ["auto", "think", "thinking", "kimi", "forced", ("<r>", "</r>"), *SERVER_NAMES]
     ),
+    st.sampled_from(["tidy", "keep"]),
     st.data(),
 )
 @SETTINGS
-def test_streaming_equals_batch_at_random_splits(text, style, data):
+def test_streaming_equals_batch_at_random_splits(text, style, whitespace, data):
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
-    parts, issues = batch(text, style)
-    got_parts, got_issues, events = stream(text, style, cuts)
+    parts, issues = batch(text, style, whitespace)
+    got_parts, got_issues, events = stream(text, style, cuts, whitespace)
     assert got_parts == parts
     assert got_issues == issues
     check_events(events, parts)
@@ -509,6 +544,41 @@ def test_content_is_emitted_unless_it_may_start_a_tag(text):
         held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
         assert emitted == text[: i + 1 - held].rstrip(WS)  # whitespace waits for a block
         assert splitter.held == held
+
+
+@given(texts)
+@SETTINGS
+def test_kept_content_is_emitted_unless_it_may_start_a_tag(text):
+    """With ``whitespace="keep"`` content lags the input only by a tag prefix: the
+    whitespace before a tag that is still arriving is out already."""
+    low = text.lower()
+    assume(not any(t in low for t in TAGS))
+    splitter = ReasoningSplitter("auto", whitespace="keep")
+    emitted = ""
+    for i, ch in enumerate(text):
+        emitted += "".join(e.text for e in splitter.feed(ch) if type(e) is TextDelta)
+        prefix = low[: i + 1]
+        held = max((k for t in TAGS for k in range(1, len(t)) if prefix.endswith(t[:k])), default=0)
+        assert emitted == text[: i + 1 - held]
+        assert splitter.held == held
+
+
+BLOCKS = {  # a block of each style, as a regex over the whole text (no forced style)
+    "think": r"<think>.*?(?:</think>|\Z)",
+    "kimi": r"◁think▷.*?(?:◁/think▷|\Z)",
+    "auto": r"<think>.*?(?:</think>|\Z)|◁think▷.*?(?:◁/think▷|\Z)",
+    "kimi_k2": r"<think>.*?(?:</think>|(?=<\|tool_calls?_section_begin\|>)|\Z)",
+}
+
+
+@given(texts, st.sampled_from(list(BLOCKS)))
+@SETTINGS
+def test_kept_content_is_the_text_with_the_blocks_cut_out(text, style):
+    """``whitespace="keep"``: the content is the text with each block (tags and body)
+    cut out and nothing else changed."""
+    assume("<thinking" not in text.lower())
+    parts = split_reasoning(text, style, whitespace="keep")
+    assert content(parts) == re.sub(BLOCKS[style], "", text, flags=re.S | re.I)
 
 
 def test_thought_attribute_streams_before_the_tag_closes():
@@ -586,6 +656,9 @@ def test_style_names_and_errors():
         TagStyle("<a>", "</a>", attributes=True)
     with pytest.raises(ValueError, match="cannot be forced"):
         TagStyle("<a", "</a>", attributes=True, forced=True)
+    with pytest.raises(ValueError, match="tool_call: a tool-call style has no attributes"):
+        TagStyle("<call>", "</call>", forced=True, tool_call=True)
+    assert resolve_style("think_tag") == resolve_style("think")  # the parser document's name
 
 
 def test_feed_rejects_misuse():
@@ -808,14 +881,36 @@ def test_known_attributes_have_typed_access():
 
 @pytest.mark.parametrize("value", ["high", "1.5", "-0.1", "nan", ""])
 def test_a_confidence_that_is_not_a_probability_is_reported_and_kept(value):
+    """Malformed model output is data: reported, kept as written, read as the default."""
     splitter = ReasoningSplitter("thinking")
     splitter.feed(f'<thinking thought="t" confidence="{value}"/>')
     splitter.finish()
     (part,) = splitter.parts
     assert part.attribute("confidence") == value
     assert len(splitter.issues) == 1 and "confidence" in splitter.issues[0].message
-    with pytest.raises(ValueError, match=r"confidence: expected a number from 0 to 1"):
-        confidence(part)
+    assert confidence(part) == 0.5
+    assert confidence(part, default=None) is None
+    assert Thought.of(part) == Thought("t", confidence=0.5, attributes=(("confidence", value),))
+
+
+def test_the_typed_view_of_a_thought():
+    (part,) = split_reasoning(
+        '<thinking thought_id="x1" thought="t" Confidence="0.7" thought_type="plan" '
+        'confidence="0.1"/>'
+    )
+    thought = Thought.of(part)
+    assert thought == Thought(
+        "t", "plan", 0.7, attributes=(("thought_id", "x1"), ("confidence", "0.1"))
+    )
+    assert thought.to_dict() == {
+        "thought": "t",
+        "thoughtType": "plan",
+        "confidence": 0.7,
+        "attributes": {"thought_id": "x1", "confidence": "0.1"},
+    }
+    (bare,) = thoughts(split_reasoning("A <think>r</think> B <thinking>cut"))[1:]
+    assert bare.to_dict() == {"thought": "cut", "confidence": 0.5, "incomplete": True}
+    assert thoughts(split_reasoning("<think>r</think>A")) == [Thought("r")]
 
 
 # -- the reasoning-parser names of vLLM and SGLang ----------------------------------------
@@ -877,3 +972,132 @@ def test_server_names_resolve_to_the_styles_they_mean():
 def test_gpt_oss_names_explain_that_harmony_needs_the_token_parser(name):
     with pytest.raises(ValueError, match=r"Harmony.*get_renderer\('gpt_oss'\)"):
         resolve_style(name)
+
+
+# -- tool calls written as text (tool_calls=True) -----------------------------------------
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def test_tool_calls_stay_in_the_content_unless_asked_for():
+    text = "<think>r</think>\n\nLet me check.\n" + CALL
+    assert split_reasoning(text, "qwen3") == [R("r"), T("Let me check.\n" + CALL)]
+    assert split_reasoning(text, "qwen3", tool_calls=True) == [
+        R("r"),
+        T("Let me check."),
+        ToolCallPart("get_weather", '{"city": "Paris"}'),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "issue"),
+    [
+        (  # JSON that does not parse: the body verbatim, the reason, an issue
+            "A<tool_call>{bad json</tool_call>B",
+            [T("A"), "UNPARSED", T("B")],
+            "tool call not parsed: invalid JSON",
+        ),
+        (  # cut off by the end of the text
+            'A <tool_call>{"name": "f", "argu',
+            [T("A"), "UNPARSED"],
+            "cut off before </tool_call>",
+        ),
+        (  # a closer with no call
+            "A </tool_call> B",
+            [T("A </tool_call> B")],
+            "closing tag '</tool_call>' without an opening tag (kept as text)",
+        ),
+    ],
+)
+def test_a_malformed_tool_call_is_data(text, expected, issue):
+    splitter = ReasoningSplitter("qwen3", tool_calls=True)
+    splitter.feed(text)
+    splitter.finish()
+    parts = list(splitter.parts)
+    assert [p if type(p) is not UnparsedToolCallPart else "UNPARSED" for p in parts] == expected
+    for part in parts:
+        if type(part) is UnparsedToolCallPart:  # every character of the body is kept
+            assert part.raw == text[text.index("<tool_call>") + 11 :].split("</tool_call>")[0]
+            assert part.incomplete == ("</tool_call>" not in text)
+    (found,) = splitter.issues
+    assert issue in found.message and "forced" not in found.message
+
+
+def test_a_tool_call_inside_reasoning_is_reasoning_text():
+    text = "<think>maybe " + CALL + "</think>Answer"
+    assert split_reasoning(text, "qwen3", tool_calls=True) == [R("maybe " + CALL), T("Answer")]
+
+
+def test_tool_call_events_and_openai_fields():
+    text = "<think>r</think>actual response" + CALL + "<tool_call>oops</tool_call>"
+    events = list(iter_split([text], "qwen3", tool_calls=True))
+    assert [e.kind for e in events if type(e) is PartStarted] == [
+        "thinking", "text", "tool_call", "tool_call"
+    ]  # fmt: skip
+    fields = split_reasoning_openai(text, "qwen3", tool_calls=True)
+    assert fields == {
+        "content": "actual response",
+        "reasoning_content": "r",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            {"type": "function", "function": {"name": "", "arguments": "oops"}},
+        ],
+    }
+    assert resolve_style("qwen3") == STYLES["qwen3"]  # the option does not change the style
+    assert TOOL_CALL_TAG.tool_call and TOOL_CALL_TAG.case_sensitive
+
+
+call_fragments = st.sampled_from(
+    [
+        "<tool_call>", "</tool_call>", "<tool_", "</tool", '{"name": "f", ', '"arguments": ',
+        '{"a": 1}', "}", "{", "<think>", "</think>", " ", "\n", "x", "<TOOL_CALL>",
+    ]
+)  # fmt: skip
+
+
+@given(
+    st.lists(call_fragments, max_size=25).map("".join),
+    st.sampled_from(["qwen3", "auto", "deepseek_r1"]),
+    st.sampled_from(["tidy", "keep"]),
+    st.data(),
+)
+@SETTINGS
+def test_tool_calls_stream_as_in_batch_and_lose_nothing(text, style, whitespace, data):
+    parts, issues = batch_calls(text, style, whitespace)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=True)
+    events = []
+    prev = 0
+    for cut in [*sorted(cuts), len(text)]:
+        events += splitter.feed(text[prev:cut])
+        prev = cut
+    events += splitter.finish()
+    assert (list(splitter.parts), splitter.issues) == (parts, issues)
+    check_events(events, parts)
+    if style != "deepseek_r1" and whitespace == "keep":
+        # outside reasoning each call's body is in its part, and the content is the text
+        # with the think blocks and the calls cut out (blocks found leftmost first)
+        calls = [p for p in parts if isinstance(p, (ToolCallPart, UnparsedToolCallPart))]
+        bodies = [m[1] for m in BLOCK_OR_CALL.finditer(text) if m[1] is not None]
+        assert len(calls) == len(bodies)
+        for call, body in zip(calls, bodies, strict=True):
+            if type(call) is UnparsedToolCallPart:
+                assert call.raw == body
+            else:
+                assert call.arguments in body and call.name in body
+        assert content(parts) == BLOCK_OR_CALL.sub("", text)
+
+
+BLOCK_OR_CALL = re.compile(
+    r"(?i:<think>)(?s:.*?)(?:(?i:</think>)|\Z)|<tool_call>((?s:.*?))(?:</tool_call>|\Z)"
+)
+
+
+def batch_calls(text: str, style: str, whitespace: str) -> tuple[list, tuple]:
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=True)  # type: ignore[arg-type]
+    splitter.feed(text)
+    splitter.finish()
+    return list(splitter.parts), splitter.issues

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from renderers.core.messages import TextPart, ThinkingPart
+from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart
 from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text.events import PartStream
 
@@ -40,3 +40,18 @@ def test_an_empty_part_can_be_started_and_finished_incomplete():
     assert [type(e).__name__ for e in out.take_events()] == [
         "PartStarted", "TextDelta", "PartFinished", "PartStarted", "PartFinished"
     ]  # fmt: skip
+
+
+def test_a_tool_call_is_added_whole_after_the_open_part():
+    out = PartStream()
+    out.write("text", "A")
+    out.add(ToolCallPart("f", "{}"))
+    assert out.kind is None
+    assert out.parts == [TextPart("A"), ToolCallPart("f", "{}")]
+    assert out.take_events() == [
+        PartStarted(0, "text"),
+        TextDelta(0, "A"),
+        PartFinished(0, TextPart("A")),
+        PartStarted(1, "tool_call"),
+        PartFinished(1, ToolCallPart("f", "{}")),
+    ]

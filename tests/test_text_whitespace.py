@@ -10,7 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from renderers.text.whitespace import WS, ContentWhitespace, ReasoningTrim, gap_separator
+from renderers.text.whitespace import (
+    WS,
+    ContentWhitespace,
+    KeptWhitespace,
+    ReasoningTrim,
+    content_whitespace,
+    gap_separator,
+)
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BLOCK = None  # a removed block in a sequence of content pieces
@@ -95,6 +102,29 @@ def test_streamed_content_follows_the_rule_and_holds_only_trailing_whitespace(it
         assert not emitted or emitted[-1] not in WS
     emitted += ws.finish()
     assert emitted == reference_content(items)
+
+
+@given(pieces)
+@SETTINGS
+def test_kept_content_is_emitted_as_it_arrives(items):
+    ws = KeptWhitespace()
+    emitted = ""
+    for item in items:
+        if item is None:
+            ws.block()
+        else:
+            assert ws.text(item) == item
+            emitted += item
+        assert ws.held == 0
+    assert ws.finish() == ""
+    assert emitted == "".join(i for i in items if i is not None)
+
+
+def test_whitespace_modes_are_named():
+    assert type(content_whitespace("tidy")) is ContentWhitespace
+    assert type(content_whitespace("keep")) is KeptWhitespace
+    with pytest.raises(ValueError, match="whitespace: expected 'tidy' or 'keep', got 'exact'"):
+        content_whitespace("exact")
 
 
 def test_whitespace_without_blocks_is_content():

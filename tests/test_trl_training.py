@@ -14,6 +14,8 @@ import pytest
 from renderers.bench.prepare import generate_corpus
 from renderers.cli import main
 
+pytestmark = pytest.mark.slow  # see pyproject.toml: left out of the quick subset
+
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 

@@ -26,7 +26,7 @@ VARIANTS: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = (
     *((name, ()) for name in NAMES),
     ("deepseek_v3", (("fix_tool_format", True), ("render_thinking", True))),
     ("deepseek_v3.1", (("keep_thinking", True), ("thinking", True))),
-    ("kimi_k2", (("template", "initial"),)),
+    ("kimi_k2_thinking", (("call_ids", "numbered"),)),
     ("gpt_oss", (("dialect", "harmony"),)),
 )
 
@@ -44,10 +44,15 @@ def variant_id(variant: tuple[str, tuple[tuple[str, Any], ...]]) -> str:
 @functools.cache
 def corpus_views(name: str, options: tuple[tuple[str, Any], ...]) -> list[TokenView]:
     """The view of every corpus conversation the format can express, all assistant
-    messages trained."""
+    messages trained (Kimi: with the call ids Kimi models sample, which Kimi-K2-Thinking
+    needs to train a call)."""
+    from tests.test_kimi_k2 import with_kimi_ids
+
     r = renderer(name, options)
     views = []
     for conversation in CORPUS:
+        if name.startswith("kimi"):
+            conversation = with_kimi_ids(conversation)
         try:
             example = r.build_supervised_example(
                 conversation.messages, tools=conversation.tools, train_on="all_assistant"
@@ -91,11 +96,15 @@ TOOL_CONVERSATION = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            {
+                "id": "functions.get_weather:0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"},
+            }
         ],
     },
-    {"role": "tool", "content": "18C"},
-    {"role": "tool", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18C"},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
     {"role": "assistant", "content": "18C and sunny."},
 ]
 # The messages each official template writes for TOOL_CONVERSATION (see each format's

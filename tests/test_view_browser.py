@@ -21,11 +21,14 @@ from tests.chromium import Browser, find_chromium, png_pixels
 from tests.test_view import TOOL_CONVERSATION
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="headless Chromium is not installed (Debian: apt-get install chromium; "
-    ".ci/run installs it), so the HTML page cannot be opened in a browser",
-)
+pytestmark = [
+    pytest.mark.slow,  # see pyproject.toml: left out of the quick subset
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="headless Chromium is not installed (Debian: apt-get install chromium; "
+        ".ci/run installs it), so the HTML page cannot be opened in a browser",
+    ),
+]
 
 TRAINED = (187, 247, 208)  # --trained in page.css
 RENDERED = "document.documentElement.dataset.rendered === 'all'"

@@ -41,9 +41,10 @@ def _template_ids(
     renderer: Renderer, messages: list[dict[str, Any]], gen: bool
 ) -> tuple[list[int], str] | None:
     """The official template's ids and how they were made: ``apply_chat_template(tokenize=
-    True)``, or, where transformers cannot render the template (it drops ``content: None``;
-    its immutable sandbox refuses the later Kimi templates), the same template rendered
-    with jinja2 and tokenized by the tokenizer. ``None`` if neither works."""
+    True)``, or, where transformers cannot render the template (5.23+ drops ``content: None``;
+    its immutable sandbox refuses llama.cpp's edited Kimi templates, which a hub cache may
+    hold as ``chat_template.jinja``), the same template rendered with jinja2 and tokenized
+    by the tokenizer. ``None`` if neither works."""
     tok = renderer.tokenizer
     # Upstream Kimi deep-sorts the keys of the tools before templating.
     tools = _deep_sorted(TOOLS) if renderer.name.startswith("kimi") else TOOLS

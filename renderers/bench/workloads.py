@@ -98,7 +98,8 @@ def assistant_message(renderer: Renderer, n_tokens: int, *, malformed: bool = Fa
     think2 = _text_of_tokens(renderer, int(n_tokens * 0.10), 3000)
     answer = _text_of_tokens(renderer, int(n_tokens * 0.35), 7000)
     arguments = [json.dumps({"query": f"topic {k} — ünïcode", "limit": k + 1}) for k in range(3)]
-    # Ids as Kimi models sample them (Kimi-K2.5 writes the caller's; the others ignore them).
+    # Ids as Kimi models sample them (K2-Thinking and K2.5 write the caller's ids,
+    # K2-Instruct's template numbers the calls itself; the other formats have none).
     calls: list[Any] = [
         ToolCallPart("search", a, id=f"functions.search:{k}") for k, a in enumerate(arguments)
     ]

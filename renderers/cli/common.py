@@ -36,11 +36,19 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """``argparse`` as a user expects it: options are never abbreviated (``--mod`` is not
     ``--model``), and an unknown option is reported as such, before any missing required
-    one (``--modle qwen3`` is a misspelt ``--model``, not a missing one)."""
+    one (``--modle qwen3`` is a misspelt ``--model``, not a missing one). An ``epilog``
+    may be a function, called only when the help is shown (the per-model option lists
+    import every model module)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:
+        epilog: object = self.epilog
+        if callable(epilog):
+            self.epilog = epilog()
+        return super().format_help()
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

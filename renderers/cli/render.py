@@ -14,17 +14,20 @@ from renderers.rendering import TrainOn
 __all__ = ["add_parser", "read_conversation", "split_conversation"]
 
 
-def add_parser(sub: Any) -> None:
-    epilog = "options per model:\n" + "\n".join(
+def _options_epilog() -> str:
+    return "options per model:\n" + "\n".join(
         f"{cls.name}:\n{options_help(cls)}" for cls in renderer_classes()
     )
+
+
+def add_parser(sub: Any) -> None:
     render = sub.add_parser(
         "render",
         help="render a conversation to token ids (or text)",
         description="Render a conversation (a JSON list of OpenAI-style messages, or an "
         'object {"messages": [...], "tools": [...]}) with the official format of MODEL and '
         "print the token ids of the generation prompt as a JSON list. Use - to read stdin.",
-        epilog=epilog,
+        epilog=_options_epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     render.add_argument("conversation", help="JSON file with the conversation, or - for stdin")

@@ -14,7 +14,9 @@
 
 Reasoning ends only at its closing marker: a call drafted inside open reasoning stays
 reasoning text (reported as an issue), and a control token out of place is kept as text
-with an issue, so no sampled character is lost.
+with an issue, so no sampled character is lost. A parser made with ``calls_end_reasoning``
+reads such a call as inference servers' Qwen3 parsers do instead (see
+:class:`TaggedParser`).
 
 A :class:`TagGrammar` holds the token ids and the separators a template writes around
 parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
@@ -93,6 +95,11 @@ class TaggedParser(StreamParser):
     ``opens_reasoning``: the generation prompt ended with the think marker, so the
     completion starts inside the reasoning; ``reasoning_prefix`` is the padding the prompt
     did not write yet (removed from the start of the reasoning).
+
+    ``calls_end_reasoning``: a call opened inside open reasoning ends the reasoning there
+    and is a call (vLLM's Qwen3 parser: ``<tool_call>`` is an implicit end of reasoning);
+    the think block's own closing marker, sampled later, is dropped from the text around
+    it, as vLLM drops it from the content (no issue for either).
     """
 
     def __init__(
@@ -103,6 +110,7 @@ class TaggedParser(StreamParser):
         *,
         opens_reasoning: bool = False,
         reasoning_prefix: str = "",
+        calls_end_reasoning: bool = False,
     ) -> None:
         super().__init__(
             table,
@@ -115,6 +123,8 @@ class TaggedParser(StreamParser):
         self._name = table.control_text
         self._opens_reasoning = opens_reasoning
         self._reasoning_prefix = reasoning_prefix
+        self._calls_end_reasoning = calls_end_reasoning
+        self._ended_by_call = False  # a call ended the open reasoning; its end may follow
         asm = self.asm
         self._on_text = asm.write  # type: ignore[method-assign]
         if opens_reasoning:
@@ -142,9 +152,19 @@ class TaggedParser(StreamParser):
         kind = asm.kind
         name = self._name  # a token's spelling, for issues only
         if kind == THINKING and token_id in (g.call, g.call_end):
+            if token_id == g.call and self._calls_end_reasoning:
+                asm.close(pos, strip_suffix=g.think_padding)
+                asm.open(TOOL_CALL, pos)
+                self._ended_by_call = True
+                return
             self._drafted_call(token_id, pos)
             return
+        if token_id == g.think_end and kind == TEXT and self._ended_by_call:
+            # The end of the think block a call ended: the server drops it from the text.
+            self._ended_by_call = False
+            return
         if token_id == g.think:
+            self._ended_by_call = False
             if kind == THINKING:
                 self._keep_as_text(
                     token_id, pos, f"{name(token_id)} inside an open think block (kept as text)"
@@ -468,6 +488,7 @@ class BareJsonParser(TaggedParser):
         *,
         opens_reasoning: bool = False,
         reasoning_prefix: str = "",
+        calls_end_reasoning: bool = False,
     ) -> None:
         super().__init__(
             grammar,
@@ -475,6 +496,7 @@ class BareJsonParser(TaggedParser):
             events,
             opens_reasoning=opens_reasoning,
             reasoning_prefix=reasoning_prefix,
+            calls_end_reasoning=calls_end_reasoning,
         )
         self._write = self.asm.write
         self._on_text = self._text  # type: ignore[method-assign]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 __all__ = [
+    "DraftedCalls",
     "OptionInfo",
     "Reasoning",
     "describe_options",
@@ -40,6 +41,20 @@ a turn that is not trained is rendered exactly as the template does (kept or dro
 the model sees it at inference; generation prompts never fail on it); the reasoning of a
 *trained* turn that the format cannot write there is a ``ValueError`` naming this option
 (``"error"``, the default) or is left out on purpose (``"drop"``)."""
+
+
+DraftedCalls = Literal["reasoning", "call"]
+"""What a tool call opened inside open reasoning (before the closing think marker) parses
+to, in the formats whose inference servers read it as a call (Qwen3, Qwen3.5, Qwen3.8):
+``"reasoning"`` (the default) keeps it as reasoning text with an issue, since the model
+closes its reasoning only with the marker; ``"call"`` reads it as vLLM's Qwen3 parser
+does (``vllm/frontend/processing/parser/qwen3.py`` at vllm-project/vllm@761f1975:
+``<tool_call>`` in the reasoning state is an implicit end of reasoning), so an environment
+runs the calls the server would: the reasoning ends before the call, the call is a tool
+call, the text after it is text, and the closing think marker of the block the call ended,
+sampled later, is dropped from that text, as the server drops it from the content. The
+server's tool parser decides which calls parse (vLLM's ``hermes`` JSON for Qwen3,
+``qwen3_xml`` for Qwen3.5/3.8), as the format's own call grammar does here."""
 
 
 def reasoning_error(owner: str, index: int, why: str) -> ValueError:

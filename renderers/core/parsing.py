@@ -782,6 +782,8 @@ class StreamParser:
         self._draft_reported = -1  # the think block whose drafted call was reported
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
         self._byte_ends = _TokenByteEnds(self._text_len) if byte_offsets else None
+        self._shift = 0  # ids read before the completion (a prefill): positions skip them
+        self._early: list[Event] | None = None  # their events, for the first feed
 
     # -- hooks for formats ----------------------------------------------------------------
 
@@ -905,6 +907,22 @@ class StreamParser:
 
     # -- driving --------------------------------------------------------------------------
 
+    def read_before(self, token_ids: Sequence[int]) -> None:
+        """Read ``token_ids`` before the completion as if they had been sampled: the ids a
+        prompt holds after its generation prompt (a prefill, the text the model is forced to
+        start with), so the parts they begin include them. Spans, issues and error positions
+        count from the completion's first id (a part begun here starts at 0); the events
+        these ids make come with the first :meth:`feed` (or :attr:`final_events`)."""
+        if self._pos or self._finished or self._shift:
+            raise RuntimeError("read_before() must come before any other id")
+        ids = list(token_ids)
+        if not ids:
+            return
+        events = self._feed_other(ids)
+        self._shift = len(ids)
+        self._early = list(events) if self.asm.events is not None else None
+        self._direct = False  # the first feed delivers these events
+
     def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         """Consume more sampled token ids; returns the events they produced."""
         if self._direct and type(token_ids) is list and len(token_ids) == 1:
@@ -970,6 +988,9 @@ class StreamParser:
     def _feed_other(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         self._direct = False  # until the format says so again (not if _feed raises)
         events = self._feed(token_ids if type(token_ids) is list else as_token_ids(token_ids))
+        if self._early is not None:  # the first feed after read_before()
+            events = [*self._early, *events]
+            self._early = None
         if self._pending or self._done or self._finished:
             self._direct = False
         else:
@@ -1024,7 +1045,7 @@ class StreamParser:
                 return events if events is not None else []
         ids = token_ids if isinstance(token_ids, list) else list(token_ids)
         if self._done:
-            self._table.check_ids(ids, self._pos)
+            self._table.check_ids(ids, self._pos - self._shift)
             self._trailing += int_ids(ids)
             self._pos += len(ids)
             return []
@@ -1038,7 +1059,7 @@ class StreamParser:
     def _feed_small(self, ids: list[int]) -> None:
         """A few ids: runs of ordinary tokens between structural ones, decoded per run."""
         if not all(type(t) is int for t in ids):
-            self._table.check_ids(ids, self._pos)  # names the first non-integer
+            self._table.check_ids(ids, self._pos - self._shift)  # names the first non-integer
             ids = int_ids(ids)  # NumPy integers, 0-d integer tensors
         structural = self._structural
         valid = self._valid
@@ -1051,7 +1072,7 @@ class StreamParser:
                 t = ids[k]
                 if t not in structural:
                     if not (0 <= t < n and valid[t]):
-                        self._table.check_ids([t], self._pos + k - start)
+                        self._table.check_ids([t], self._pos - self._shift + k - start)
                     k += 1
                     continue
             if k > start:
@@ -1063,7 +1084,7 @@ class StreamParser:
             start = k
             if self._done:
                 rest = ids[k:]
-                self._table.check_ids(rest, self._pos)
+                self._table.check_ids(rest, self._pos - self._shift)
                 self._trailing.extend(rest)
                 self._pos += len(rest)
                 return
@@ -1125,10 +1146,10 @@ class StreamParser:
                 else:
                     arr = np.frombuffer(_packed(ids), dtype=np.int64)
             except (OverflowError, TypeError, ValueError, struct.error):
-                self._table.check_ids(ids, self._pos)
+                self._table.check_ids(ids, self._pos - self._shift)
                 raise ValueError("token_ids: expected integers") from None
         elif arr.dtype.kind not in "iu":
-            self._table.check_ids(arr.tolist(), self._pos)
+            self._table.check_ids(arr.tolist(), self._pos - self._shift)
             raise ValueError(f"token_ids: expected integers, got an array of {arr.dtype}")
         if arr.ndim != 1:
             raise ValueError(f"token_ids: expected a 1-D array, got shape {arr.shape}")
@@ -1142,12 +1163,12 @@ class StreamParser:
         else:
             kinds = self._kinds.take(arr, mode="clip")
         if kinds is None:
-            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos - self._shift)
             raise AssertionError("unreachable: check_ids raises")  # pragma: no cover
         cuts: list[int] = kinds.nonzero()[0].tolist()
         tokens: list[int] = arr[cuts].tolist()
         if not self._structural.issuperset(tokens):  # ids that are no token
-            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos)
+            self._table.check_ids(arr.tolist() if ids is None else ids, self._pos - self._shift)
         return arr, cuts, tokens
 
     def _walk(
@@ -1356,7 +1377,8 @@ class StreamParser:
         self._finished = True
         self._direct = False
         if self.asm.events is not None:
-            self.asm.events = []
+            self.asm.events = self._early or []
+            self._early = None
         self._flush_pending()
         if not self._done:
             self._on_end(self._pos, False)
@@ -1377,6 +1399,10 @@ class StreamParser:
                 # The model called a tool and the call cannot be read: an agent must know.
                 self._issues.append(ParseIssue(start, f"tool call not parsed: {part.error}"))
         self._issues.sort(key=lambda issue: issue.position)
+        if self._shift:  # count from the completion's first id (see read_before)
+            k = self._shift
+            spans = [(max(a - k, 0), max(b - k, 0)) for a, b in spans]
+            self._issues = [ParseIssue(max(i.position - k, 0), i.message) for i in self._issues]
         message = Message(self.role, parts)
         if isinstance(message.content, str) and len(spans) > 1:
             spans = [(spans[0][0], spans[-1][1])]

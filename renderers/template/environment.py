@@ -2,8 +2,9 @@
 provides (``transformers.utils.chat_template_utils._cached_compile_jinja_template``,
 transformers 5.x), with two differences:
 
-- jinja2's mutable ``SandboxedEnvironment`` instead of transformers' immutable one: the
-  later Kimi templates call ``list.append``/``pop`` on a namespace's list, which the
+- jinja2's mutable ``SandboxedEnvironment`` instead of transformers' immutable one:
+  llama.cpp's edited copies of the Kimi-K2 templates (which a hub cache may hold as
+  ``chat_template.jinja``) call ``list.append``/``pop`` on a namespace's list, which the
   immutable sandbox refuses once a tool-call history is rendered;
 - tool-call arguments reach a template as :class:`Arguments`, their JSON text, which the
   ``tojson`` filter writes unchanged and the ``items`` filter (and ``.items()``) reads as

@@ -2,13 +2,14 @@
 through the placeholders (:class:`~renderers.template.placeholders.Marks`).
 
 A message becomes ``{"role", "content", ...}`` as ``apply_chat_template`` passes it after
-its own normalisation (transformers 5.x ``_normalize_chat_messages`` and
+its own normalisation (transformers 5.24's ``_normalize_chat_messages`` and
 ``_alias_reasoning_fields``): reasoning under both ``reasoning_content`` and ``thinking``,
 tool calls as ``{"id", "type": "function", "function": {"name", "arguments"}}`` with the
 arguments as :class:`~renderers.template.environment.Arguments`, ``name`` and
 ``tool_call_id`` when set. List content is its text parts joined, as the specialised
 renderers render it. A tool-calling assistant message without text has no ``content``
-(transformers drops ``None``), or ``content: None`` for templates that need it
+(transformers 5.23 and later drop ``None``; 5.0 to 5.22 pass it), or ``content: None``
+for templates that need it
 (``none_content``: the DeepSeek templates test ``content is none``).
 """
 

@@ -79,10 +79,19 @@ class SpecParsing:
         )
         self._bare = syntax == "bare_json"
 
-    def parser(self, events: bool, opens_reasoning: bool, prefix: str) -> StreamParser:
+    def parser(
+        self, events: bool, opens_reasoning: bool, prefix: str, *, calls_end_reasoning: bool = False
+    ) -> StreamParser:
         """A parser for a completion that starts inside reasoning when ``opens_reasoning``
-        (``prefix``: padding the prompt did not write, removed from the reasoning)."""
+        (``prefix``: padding the prompt did not write, removed from the reasoning);
+        ``calls_end_reasoning``: a call tag inside open reasoning ends it (tag grammars)."""
         if self.delegate is not None:
+            if calls_end_reasoning:
+                raise ValueError(
+                    "drafted_calls='call' reads Qwen3-style calls in tags; this template's "
+                    f"calls follow the {self.delegate.name} grammar, whose parser keeps a "
+                    "call drafted in reasoning as reasoning"
+                )
             if isinstance(self.delegate, DeepSeekV31Renderer):
                 return self.delegate._new_parser(
                     DeepSeekV31Options(thinking=opens_reasoning), events
@@ -96,6 +105,7 @@ class SpecParsing:
             events,
             opens_reasoning=opens_reasoning,
             reasoning_prefix=prefix,
+            calls_end_reasoning=calls_end_reasoning,
         )
 
 

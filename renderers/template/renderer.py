@@ -20,6 +20,11 @@ follows the ``reasoning`` option of every renderer (refused, or dropped with ``"
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
 (:mod:`~renderers.template.parsers`).
+
+**Prefill** follows the generation prompt as the template writes it: it starts the
+reasoning exactly when that prompt opens it (a Qwen3-style template with thinking on does
+not: there the prefill is text before the model's own ``<think>``; the model's renderer
+opens the reasoning first), and a Harmony template's prefill is gpt-oss's.
 """
 
 from __future__ import annotations
@@ -34,11 +39,13 @@ import numpy as np
 
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
-from renderers.core.options import Reasoning, reasoning_error
+from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.writer import TokenWriter
 from renderers.example import SupervisedExample
+from renderers.gpt_oss import GptOssRenderer
 from renderers.kimi_k2 import deep_sort
-from renderers.rendering import Renderer, TrainOn, selected_messages
+from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
 from renderers.template.environment import (
     TemplateError,
@@ -75,7 +82,8 @@ _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"
 class TemplateOptions:
     """The template's keyword options (what ``apply_chat_template`` passes as ``**kwargs``,
     e.g. ``enable_thinking``), as ``(name, value)`` pairs, and the library's ``reasoning``
-    rule (:data:`~renderers.core.options.Reasoning`), which is not passed to the template."""
+    rule (:data:`~renderers.core.options.Reasoning`) and ``drafted_calls`` parsing choice,
+    which are not passed to the template."""
 
     kwargs: tuple[tuple[str, Any], ...] = ()
     """The template's own variables as ``(name, value)`` pairs (``enable_thinking``...)."""
@@ -84,6 +92,15 @@ class TemplateOptions:
     a turn before the last user query for Qwen3's template): ``"error"`` raises
     ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
     the template does, so generation prompts never fail on it."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing a grammar of calls in tags (Qwen3-style): a call tag sampled inside open
+    reasoning stays reasoning text with an issue (``"reasoning"``) or ends the reasoning
+    and is a call, as vLLM's Qwen3 parser reads it (``"call"``; see
+    :data:`~renderers.core.options.DraftedCalls`). Other grammars take ``"reasoning"``."""
+
+
+_LIBRARY_OPTIONS = frozenset({"reasoning", "drafted_calls"})
+"""Options of the library, not of the template (never passed to it)."""
 
 
 class TemplateRenderer(Renderer):
@@ -176,12 +193,14 @@ class TemplateRenderer(Renderer):
     def option_names(self) -> tuple[str, ...]:
         """The template's variables a caller can set as options (``enable_thinking``...):
         what it reads, besides the conversation and the tokenizer's special tokens."""
-        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | {"reasoning"}))
+        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | _LIBRARY_OPTIONS))
 
     def changed_options(self) -> dict[str, Any]:
         changed = dict(self.options.kwargs)
         if self.options.reasoning != "error":
             changed["reasoning"] = self.options.reasoning
+        if self.options.drafted_calls != "reasoning":
+            changed["drafted_calls"] = self.options.drafted_calls
         return changed
 
     # -- options ------------------------------------------------------------------------
@@ -203,7 +222,12 @@ class TemplateRenderer(Renderer):
             raise TypeError(
                 f"template: option reasoning: expected 'error' or 'drop', got {reasoning!r}"
             )
-        return TemplateOptions(tuple(sorted(merged.items())), reasoning)
+        drafted = merged.pop("drafted_calls", base.drafted_calls)
+        if drafted not in ("reasoning", "call"):
+            raise TypeError(
+                f"template: option drafted_calls: expected 'reasoning' or 'call', got {drafted!r}"
+            )
+        return TemplateOptions(tuple(sorted(merged.items())), reasoning, drafted)
 
     @classmethod
     def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
@@ -229,11 +253,21 @@ class TemplateRenderer(Renderer):
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        prefill: str | None = None,
         **options: Any,
     ) -> list[int]:
-        """The template's generation prompt, message text as ordinary text."""
-        kwargs = self._with_options(self.options, options).kwargs
-        return self._ids(coerce_messages(messages), tools, kwargs, True)
+        """The template's generation prompt, message text as ordinary text; ``prefill``
+        after it (see :meth:`Renderer.build_generation_prompt`: here the prefill follows
+        the prompt as the template writes it, so it starts the reasoning exactly when that
+        prompt opens it; a Harmony template's prefill is gpt-oss's)."""
+        chosen = self._with_options(self.options, options)
+        rendering = self._rendering(coerce_messages(messages), tools, chosen.kwargs, True)
+        writer = rendering.writer(self.table)
+        prefill = checked_prefill(prefill)
+        if prefill:
+            self._write_prefill(writer, prefill, chosen)
+        return writer.ids()
 
     def differences(
         self,
@@ -523,7 +557,7 @@ class TemplateRenderer(Renderer):
     def _needs_none_content(self) -> bool:
         """Whether a tool-calling message without text must have ``content: None`` rather
         than no ``content`` (the DeepSeek templates test ``content is none``; transformers
-        drops ``None`` and they fail)."""
+        5.23 and later drop ``None`` and they fail)."""
         probe = [PROBE_USER, PROBE_CALL_ONLY]
         marks = Marks(self.table, raw=True)
         try:
@@ -667,16 +701,40 @@ class TemplateRenderer(Renderer):
                 "cannot parse completions: no format spec could be inferred from the chat "
                 "template (see spec_notes); pass spec=FormatSpec(...)"
             )
-        return self._parsing.parser(events, *self._opening(options))
+        return self._parsing.parser(
+            events, *self._opening(options), calls_end_reasoning=options.drafted_calls == "call"
+        )
 
     def _parse_after_prompt(
         self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
     ) -> ParseResult:
         if self._parsing is None:
             raise ValueError("cannot parse completions: pass spec=FormatSpec(...)")
-        parser = self._parsing.parser(False, *self._reasoning_start(prompt_ids))
+        rest = dict(options)
+        prefill = checked_prefill(rest.pop("prefill", None))
+        chosen = self._with_options(self.options, rest)
+        parser = self._parsing.parser(
+            False,
+            *self._reasoning_start(prompt_ids),
+            calls_end_reasoning=chosen.drafted_calls == "call",
+        )
+        if prefill:
+            parser.read_before(self._prefill_ids(prefill, chosen))
         parser.feed(completion_ids)
         return parser.finish()
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        delegate = self._parsing.delegate if self._parsing is not None else None
+        if isinstance(delegate, GptOssRenderer):  # after the prompt's <|start|>assistant
+            delegate._write_prefill(w, prefill, delegate.options)
+        else:
+            w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        delegate = self._parsing.delegate if self._parsing is not None else None
+        if isinstance(delegate, GptOssRenderer):
+            return delegate._prefill_ids(prefill, delegate.options)
+        return self.table.encode(prefill)
 
     # -- multi-turn rollouts ----------------------------------------------------------------
 
@@ -711,14 +769,21 @@ class TemplateRenderer(Renderer):
         new_messages: list[Message],
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
+        prefill: str | None = None,
     ) -> list[int]:
-        kwargs = self._with_options(self.options, options).kwargs
+        chosen = self._with_options(self.options, options)
+        kwargs = chosen.kwargs
         messages = [*history, *new_messages]
         rendering, owners = self._attributed(messages, tools, kwargs, True)
         ids = rendering.writer(self.table).ids()
         t = len(history) - 1
         _, end = self._turn_span(messages, t, tools, kwargs, ids, owners, strict=False)
-        return ids[end:]
+        if not prefill:
+            return ids[end:]
+        # The prefill joins the prompt's last text, as build_generation_prompt writes it.
+        full = self.build_generation_prompt(messages, tools, prefill=prefill, **options)
+        assert full[:end] == ids[:end], "a prefill changed the ids before the prompt"
+        return full[end:]
 
 
 def _templates(value: Any) -> dict[str, str]:

@@ -26,22 +26,31 @@ the two agree for every way of splitting the text):
 - Attribute styles (``<thinking …>``, :mod:`renderers.text.attribute_tag`): the
   ``thought`` attribute is reasoning text (with a body as well: the thought, a blank
   line, the body); the other attributes are kept as written, in source order, as the
-  part's ``attributes`` (typed access: :func:`confidence`, :func:`thought_type`).
+  part's ``attributes``. :class:`Thought` (:func:`thoughts`) is the typed view:
+  ``thought_type`` (no default) and ``confidence`` (a number, 0.5 when absent).
 - An unterminated block (or a committed ``<thinking`` tag cut off) at the end of the text
   is a thinking part marked ``incomplete``; a cut-off tag prefix (``<thi``) is content.
 - Forced styles: the text is inside a block from its first character until the first
   closing tag; later blocks are recognised normally. Empty input yields no parts.
-- Whitespace (:mod:`renderers.text.whitespace`): a block at the start or the end of the
-  content takes the whitespace between it and that edge along; between content a gap
-  leaves the whitespace run with the most line breaks. Text without blocks comes back
+- Tool calls written as text (``tool_calls=True``): ``<tool_call>{"name": …,
+  "arguments": …}</tool_call>`` outside reasoning is taken out of the content as a
+  :class:`~renderers.core.messages.ToolCallPart` (arguments as written), or kept whole as
+  an :class:`~renderers.core.messages.UnparsedToolCallPart` when it does not parse or is
+  cut off. By default such a call stays in the content.
+- Whitespace (``whitespace=``, :mod:`renderers.text.whitespace`): by default
+  (``"tidy"``) a block at the start or the end of the content takes the whitespace
+  between it and that edge along; between content a gap leaves the whitespace run with
+  the most line breaks. ``"keep"`` leaves the text on both sides of a block exactly as
+  written (``"a <think>x</think> b"`` gives ``"a  b"``). Text without blocks comes back
   identical.
 
 Streaming (:class:`ReasoningSplitter`): ``feed(chunk)`` returns the events the chunk made
 (:class:`~renderers.core.parsing.PartStarted`, :class:`~renderers.core.parsing.TextDelta`,
 :class:`~renderers.core.parsing.PartFinished` with the final part). Text is emitted as
 soon as it cannot change: held back are a possible tag prefix (at most one tag's length),
-an undecided ``<thinking …`` tag, and whitespace at the end of the content or reasoning
-until the next character decides it. Work is linear in the input.
+an undecided ``<thinking …`` tag, and whitespace at the end of the reasoning, or of the
+content in ``"tidy"`` mode, until the next character decides it. Work is linear in the
+input.
 
 ``"auto"`` in streaming cannot recognise forced reasoning — that needs to see a
 ``</think>`` that may come megabytes later, after the text was already emitted as
@@ -55,6 +64,8 @@ Modules: :mod:`~renderers.text.styles` (tag styles and names),
 :mod:`~renderers.text.whitespace` (what whitespace stays),
 :mod:`~renderers.text.events` (parts and events), :mod:`~renderers.text.splitter` (the
 engine), :mod:`~renderers.text.thought` (typed attributes),
+:mod:`~renderers.text.thought_stream` (an agent loop's ``thought-stream``,
+``content-delta`` and ``content-complete`` events),
 :mod:`~renderers.text.openai_view` (OpenAI's ``content``/``reasoning_content``).
 """
 
@@ -71,11 +82,21 @@ from renderers.text.styles import (
     THINK_FORCED,
     THINK_KIMI_K2,
     THINKING_TAG,
+    TOOL_CALL_TAG,
     StyleSpec,
     TagStyle,
     resolve_style,
 )
-from renderers.text.thought import DEFAULT_CONFIDENCE, confidence, thought_type
+from renderers.text.thought import DEFAULT_CONFIDENCE, Thought, confidence, thought_type, thoughts
+from renderers.text.thought_stream import (
+    AgentEvent,
+    ContentCompleteEvent,
+    ContentDeltaEvent,
+    ThoughtStream,
+    ThoughtStreamEvent,
+    iter_thought_events,
+)
+from renderers.text.whitespace import WHITESPACE, Whitespace
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -85,16 +106,27 @@ __all__ = [
     "THINKING_TAG",
     "THINK_FORCED",
     "THINK_KIMI_K2",
+    "TOOL_CALL_TAG",
+    "WHITESPACE",
+    "AgentEvent",
+    "ContentCompleteEvent",
+    "ContentDeltaEvent",
     "ReasoningPart",
     "ReasoningSplitter",
     "StyleSpec",
     "TagStyle",
+    "Thought",
+    "ThoughtStream",
+    "ThoughtStreamEvent",
+    "Whitespace",
     "confidence",
     "decode_entities",
     "iter_split",
+    "iter_thought_events",
     "openai_fields",
     "resolve_style",
     "split_reasoning",
     "split_reasoning_openai",
     "thought_type",
+    "thoughts",
 ]

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from renderers.core.messages import TextPart, ThinkingPart
-from renderers.core.parsing import THINKING, Event, PartFinished, PartStarted, TextDelta
+from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.parsing import (
+    THINKING,
+    TOOL_CALL,
+    Event,
+    PartFinished,
+    PartStarted,
+    TextDelta,
+)
 
 __all__ = ["PartStream", "ReasoningPart"]
 
-ReasoningPart: TypeAlias = ThinkingPart | TextPart
+ReasoningPart: TypeAlias = ThinkingPart | TextPart | ToolCallPart | UnparsedToolCallPart
+"""A part of split text: text, thinking, or (with ``tool_calls=True``) a tool call."""
 
 
 class PartStream:
@@ -60,6 +68,15 @@ class PartStream:
         self.kind = None
         self._chunks = []
         return part
+
+    def add(self, part: ToolCallPart | UnparsedToolCallPart) -> None:
+        """Append a whole tool call (finishing the open part)."""
+        if self.kind is not None:
+            self.finish()
+        index = len(self.parts)
+        self.parts.append(part)
+        self._events.append(PartStarted(index, TOOL_CALL))
+        self._events.append(PartFinished(index, part))
 
     def take_events(self) -> list[Event]:
         """The events recorded since the last call."""

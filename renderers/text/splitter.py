@@ -12,19 +12,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from renderers.core.messages import ThinkingPart
+from renderers.core.grammars import json_call_builder
+from renderers.core.messages import ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import TEXT, THINKING, Event, ParseIssue
 from renderers.text.attribute_tag import BODY, CLOSED, CUT_OFF, NEED_MORE, AttributeTag
 from renderers.text.events import PartStream, ReasoningPart
-from renderers.text.styles import StyleSpec, resolve_style
+from renderers.text.styles import TOOL_CALL_TAG, StyleSpec, TagStyle, resolve_style
 from renderers.text.tags import MATCH, MORE, NO, compile_styles
 from renderers.text.thought import attribute_problems
-from renderers.text.whitespace import ContentWhitespace, ReasoningTrim
+from renderers.text.whitespace import ReasoningTrim, Whitespace, content_whitespace
 
 __all__ = ["ReasoningSplitter", "iter_split", "split_reasoning"]
 
 _CONTENT, _BODY, _TAG = range(3)
 _WS_RUN = re.compile(r"[ \t\r\n]*")
+
+
+def _styles(style: StyleSpec, tool_calls: bool) -> tuple[TagStyle, ...]:
+    styles = resolve_style(style)
+    if tool_calls and TOOL_CALL_TAG not in styles:
+        styles = (*styles, TOOL_CALL_TAG)
+    return styles
 
 
 class ReasoningSplitter:
@@ -34,12 +42,26 @@ class ReasoningSplitter:
     :func:`split_reasoning` on the whole text. After :meth:`finish`, :attr:`parts` holds
     every part and :attr:`issues` the problems seen (stray closing tags, unterminated
     blocks, malformed or dropped attributes), positioned by character offset in the text.
+
+    ``whitespace`` decides the content around a removed block
+    (:mod:`renderers.text.whitespace`): ``"tidy"`` (the default) leaves natural text,
+    ``"keep"`` leaves the text on both sides exactly as written.
+
+    ``tool_calls=True`` also takes tool calls written as text out of the content,
+    ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` (:data:`TOOL_CALL_TAG`;
+    Qwen3 and other Hermes-style models), as a
+    :class:`~renderers.core.messages.ToolCallPart` whose ``arguments`` are the JSON text
+    as written. A call that does not parse, or that the text cuts off, is an
+    :class:`~renderers.core.messages.UnparsedToolCallPart` holding its body verbatim, and
+    an issue. Inside reasoning a ``<tool_call>`` is reasoning text.
     """
 
     __slots__ = (
         "_base",
         "_block",
         "_buf",
+        "_call",
+        "_call_start",
         "_content",
         "_eof",
         "_finished",
@@ -53,8 +75,15 @@ class ReasoningSplitter:
         "_trim",
     )
 
-    def __init__(self, style: StyleSpec = "auto") -> None:
-        self._tags = compile_styles(resolve_style(style))
+    def __init__(
+        self,
+        style: StyleSpec = "auto",
+        *,
+        whitespace: Whitespace = "tidy",
+        tool_calls: bool = False,
+    ) -> None:
+        self._tags = compile_styles(_styles(style, tool_calls))
+        self._content = content_whitespace(whitespace)
         self._buf = ""
         self._base = 0  # offset of _buf[0] in the whole text
         self._total = 0
@@ -62,11 +91,12 @@ class ReasoningSplitter:
         self._finished = False
         self._issues: list[ParseIssue] = []
         self._out = PartStream()
-        self._content = ContentWhitespace()
         self._trim = ReasoningTrim()
         self._tag: AttributeTag | None = None
         self._mode = _CONTENT
         self._block = -1  # the style index of the open block
+        self._call: list[str] | None = None  # the body of an open tool call
+        self._call_start = 0  # the offset of its opening tag
         self._start_open = False  # forced: a leading opening tag may still come
         if self._tags.forced >= 0:
             self._open_block(self._tags.forced)
@@ -114,9 +144,11 @@ class ReasoningSplitter:
     @property
     def held(self) -> int:
         """Characters received but not yet turned into events because a tag may start
-        there (a tag prefix, an undecided ``<thinking`` tag). Whitespace waiting at the end
-        of the content or of the reasoning is not counted."""
-        return len(self._buf) + (self._tag.held if self._tag is not None else 0)
+        there (a tag prefix, an undecided ``<thinking`` tag, the body of an open tool call).
+        Whitespace waiting at the end of the content (``whitespace="tidy"``) or of the
+        reasoning is not counted."""
+        held = len(self._buf) + (self._tag.held if self._tag is not None else 0)
+        return held + (sum(map(len, self._call)) if self._call is not None else 0)
 
     # -- driving -------------------------------------------------------------------------
 
@@ -152,11 +184,15 @@ class ReasoningSplitter:
                 return i, True
             if style < 0:  # a closing tag with no open block
                 tag = buf[i:end]
+                hint = (
+                    ""
+                    if tag == TOOL_CALL_TAG.close
+                    else "; text that starts inside reasoning needs a forced style "
+                    "('forced', 'deepseek_r1' or 'qwen3_thinking')"
+                )
                 self._issue(
                     self._base + i,
-                    f"closing tag {tag!r} without an opening tag (kept as text); text that "
-                    "starts inside reasoning needs a forced style ('forced', 'deepseek_r1' "
-                    "or 'qwen3_thinking')",
+                    f"closing tag {tag!r} without an opening tag (kept as text){hint}",
                 )
                 self._write(TEXT, self._content.text(tag))
                 pos = scan = end
@@ -165,6 +201,7 @@ class ReasoningSplitter:
                 self._tag = AttributeTag(tags.styles[style], self._base + i, buf[i:end])
                 self._mode = _TAG
             else:
+                self._call_start = self._base + i
                 self._open_block(style)
                 self._mode = _BODY
             return end, False
@@ -185,11 +222,11 @@ class ReasoningSplitter:
         found = self._tags.find_end(self._block, buf, pos)
         if found is not None:
             start, resume = found
-            self._reason(buf[pos:start])
+            self._body(buf[pos:start])
             self._close_block(incomplete=False)
             return resume, False
         hold = n if self._eof else self._tags.hold_end(self._block, buf, pos)
-        self._reason(buf[pos:hold])
+        self._body(buf[pos:hold])
         return hold, True
 
     def _scan_tag(self, buf: str, pos: int) -> tuple[str, int, bool]:
@@ -227,10 +264,14 @@ class ReasoningSplitter:
     def _open_block(self, style: int) -> None:
         self._block = style
         self._trim = ReasoningTrim()
+        self._call = [] if self._tags.styles[style].tool_call else None
         self._content.block()
 
     def _close_block(self, incomplete: bool) -> None:
         style = self._tags.styles[self._block]
+        if self._call is not None:
+            self._close_call(style, incomplete)
+            return
         tag = self._tag
         attributes = tuple(tag.attributes) if tag is not None else ()
         if incomplete and self._out.kind != THINKING:
@@ -251,8 +292,21 @@ class ReasoningSplitter:
             self._issue(
                 self._total, f"the text ended inside a reasoning block (no {style.close!r})"
             )
+        self._end_block()
+
+    def _close_call(self, style: TagStyle, incomplete: bool) -> None:
+        assert self._call is not None
+        part = json_call_builder(style.close)(["".join(self._call)], incomplete)
+        assert isinstance(part, (ToolCallPart, UnparsedToolCallPart))
+        self._out.add(part)
+        if type(part) is UnparsedToolCallPart:
+            self._issue(self._call_start, f"tool call not parsed: {part.error} (kept verbatim)")
+        self._end_block()
+
+    def _end_block(self) -> None:
         self._block = -1
         self._tag = None
+        self._call = None
         self._start_open = False
         self._mode = _CONTENT
 
@@ -266,26 +320,46 @@ class ReasoningSplitter:
         if text:
             self._write(THINKING, self._trim.write(text))
 
+    def _body(self, text: str) -> None:
+        if self._call is None:
+            self._reason(text)
+        elif text:
+            self._call.append(text)
+
     def _issue(self, offset: int, message: str) -> None:
         self._issues.append(ParseIssue(offset, message))
 
 
-def split_reasoning(text: str, style: StyleSpec = "auto") -> list[ReasoningPart]:
+def split_reasoning(
+    text: str,
+    style: StyleSpec = "auto",
+    *,
+    whitespace: Whitespace = "tidy",
+    tool_calls: bool = False,
+) -> list[ReasoningPart]:
     """Split ``text`` into ordered thinking and text parts (see :mod:`renderers.text`).
 
     ``"".join`` of the text parts is the clean content; an unterminated block at the end
     is a :class:`~renderers.core.messages.ThinkingPart` with ``incomplete=True``.
+    ``whitespace="keep"`` keeps the text around removed blocks exactly; ``tool_calls=True``
+    takes ``<tool_call>`` calls out of the content (see :class:`ReasoningSplitter`).
     """
-    splitter = ReasoningSplitter(style)
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=tool_calls)
     splitter.feed(text)
     splitter.finish()
     return list(splitter.parts)
 
 
-def iter_split(chunks: Iterable[str], style: StyleSpec = "auto") -> Iterator[Event]:
+def iter_split(
+    chunks: Iterable[str],
+    style: StyleSpec = "auto",
+    *,
+    whitespace: Whitespace = "tidy",
+    tool_calls: bool = False,
+) -> Iterator[Event]:
     """Events for text arriving in ``chunks`` (e.g. lines or reads of a pipe), ending
     with those of :meth:`ReasoningSplitter.finish`."""
-    splitter = ReasoningSplitter(style)
+    splitter = ReasoningSplitter(style, whitespace=whitespace, tool_calls=tool_calls)
     for chunk in chunks:
         yield from splitter.feed(chunk)
     yield from splitter.finish()

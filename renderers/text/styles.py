@@ -22,6 +22,8 @@ around the tags, this module applies its own rule)::
     "kimi_k2"         <think> blocks, also ended by Kimi-K2's tool-call section marker,
                       which stays in the content (SGLang ``kimi_k2``; vLLM ``kimi_k2``
                       at 01a70348 also starts inside reasoning unless thinking is off)
+    "think_tag"       <think>…</think> blocks: the generic default detector of the
+                      reasoning-parser document (the same as "think")
 
 ``gpt_oss`` (vLLM ``openai_gptoss``, SGLang ``gpt-oss``) is known but refused: gpt-oss
 writes Harmony channels, which the token-level parser of ``get_renderer("gpt_oss")``
@@ -52,6 +54,7 @@ __all__ = [
     "THINKING_TAG",
     "THINK_FORCED",
     "THINK_KIMI_K2",
+    "TOOL_CALL_TAG",
     "StyleSpec",
     "TagStyle",
     "resolve_style",
@@ -69,7 +72,9 @@ class TagStyle:
     ``text_attribute`` names the attribute holding reasoning text. ``forced`` means the
     text starts inside a block of this style. ``implicit_close`` are markers that also
     end an open block but belong to what follows, so they stay in the content. Tags
-    match case-insensitively unless ``case_sensitive``.
+    match case-insensitively unless ``case_sensitive``. With ``tool_call`` a block is not
+    reasoning but a tool call written as text: its body is read whole and parsed as
+    ``{"name": ..., "arguments": ...}`` (see :data:`TOOL_CALL_TAG`).
     """
 
     open: str
@@ -79,6 +84,7 @@ class TagStyle:
     case_sensitive: bool = False
     text_attribute: str | None = None
     implicit_close: tuple[str, ...] = ()
+    tool_call: bool = False
 
     def __post_init__(self) -> None:
         tags = [("open", self.open), ("close", self.close)]
@@ -95,6 +101,8 @@ class TagStyle:
             )
         if self.attributes and self.forced:
             raise ValueError("forced: an attribute style cannot be forced")
+        if self.tool_call and (self.attributes or self.forced):
+            raise ValueError("tool_call: a tool-call style has no attributes and is not forced")
 
 
 THINK = TagStyle("<think>", "</think>")
@@ -112,6 +120,9 @@ THINK_KIMI_K2 = TagStyle(
 )
 """Kimi-K2-Thinking: ``<think>`` blocks that the tool-call section may end (also in the
 misspelling the model sometimes writes, as the token-level Kimi parser accepts)."""
+TOOL_CALL_TAG = TagStyle("<tool_call>", "</tool_call>", case_sensitive=True, tool_call=True)
+"""A tool call written as text, ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
+(Qwen3 and other Hermes-style models; ``tool_calls=True`` of the splitter adds it)."""
 
 STYLES: dict[str, tuple[TagStyle, ...]] = {
     "auto": (THINK, THINKING_TAG, KIMI),
@@ -123,6 +134,7 @@ STYLES: dict[str, tuple[TagStyle, ...]] = {
     "qwen3": (THINK,),
     "qwen3_thinking": (THINK_FORCED,),
     "kimi_k2": (THINK_KIMI_K2,),
+    "think_tag": (THINK,),
 }
 """The named styles accepted by ``style=`` (the CLI's ``--style``), including the
 reasoning-parser names of vLLM and SGLang."""

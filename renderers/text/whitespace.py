@@ -1,9 +1,10 @@
 """Whitespace around removed reasoning: what the content keeps, what the reasoning sheds.
 
-Content. Removing a block must leave natural text, so the whitespace that touches a
-removed block is decided together with the block. A *gap* is a maximal stretch of the
-text made of removed blocks and whitespace (at least one block); its whitespace comes in
-*runs*: before the first block, between blocks, after the last one.
+Content (``whitespace="tidy"``, the default). Removing a block must leave natural text,
+so the whitespace that touches a removed block is decided together with the block. A
+*gap* is a maximal stretch of the text made of removed blocks and whitespace (at least
+one block); its whitespace comes in *runs*: before the first block, between blocks, after
+the last one.
 
 - A gap at the start of the text (no content before it) or at its end (none after it)
   leaves nothing: content never starts or ends with whitespace a block left behind.
@@ -17,19 +18,38 @@ Whitespace that touches no block is content like any other: text without blocks 
 back unchanged. In streaming the whitespace at the end of the content is held until the
 next character decides it (:class:`ContentWhitespace`); all else is emitted at once.
 
+Kept exactly (``whitespace="keep"``, :class:`KeptWhitespace`): the content is the text
+with the blocks cut out and nothing else changed, so ``a <think>x</think> b`` gives
+``a  b`` (two spaces), as the thought-stream documents specify; in streaming nothing is
+held but a possible tag.
+
 Reasoning. A block's text loses its leading and trailing whitespace; when it has two
 segments (a ``thought`` attribute and a body) they are joined by a blank line
-(:class:`ReasoningTrim`).
+(:class:`ReasoningTrim`). This holds in both modes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, TypeAlias
 
-__all__ = ["WS", "ContentWhitespace", "ReasoningTrim", "gap_separator"]
+__all__ = [
+    "WHITESPACE",
+    "WS",
+    "ContentWhitespace",
+    "KeptWhitespace",
+    "ReasoningTrim",
+    "Whitespace",
+    "content_whitespace",
+    "gap_separator",
+]
 
 WS = " \t\r\n"
 """The whitespace characters of the rules above (XML's S production)."""
+
+Whitespace: TypeAlias = Literal["tidy", "keep"]
+WHITESPACE: tuple[Whitespace, ...] = ("tidy", "keep")
+"""The ``whitespace=`` modes: ``"tidy"`` (the default: the rules above) and ``"keep"``."""
 
 
 def gap_separator(runs: Sequence[str]) -> str:
@@ -95,6 +115,38 @@ class ContentWhitespace:
         if not self._blocks:
             return runs[0]
         return gap_separator(runs) if self._started else ""
+
+
+class KeptWhitespace:
+    """Streams content exactly as it arrives (``whitespace="keep"``): the same interface
+    as :class:`ContentWhitespace`, holding nothing."""
+
+    __slots__ = ()
+
+    def text(self, s: str) -> str:
+        """Content ``s`` arrived: all of it can be emitted now."""
+        return s
+
+    def block(self) -> None:
+        """A block was removed here: nothing to decide."""
+
+    def finish(self) -> str:
+        """The text ended: nothing was held."""
+        return ""
+
+    @property
+    def held(self) -> int:
+        """Characters held back: none."""
+        return 0
+
+
+def content_whitespace(mode: str) -> ContentWhitespace | KeptWhitespace:
+    """The content filter of a ``whitespace=`` mode (raises ``ValueError`` if unknown)."""
+    if mode == "tidy":
+        return ContentWhitespace()
+    if mode == "keep":
+        return KeptWhitespace()
+    raise ValueError(f"whitespace: expected 'tidy' or 'keep', got {mode!r}")
 
 
 class ReasoningTrim:
