@@ -33,8 +33,6 @@ from tests.corpus import CORPUS, SYS, TOOLS, call, result
 from tests.test_properties import (
     SPECS,
     canonical_unparsed,
-    kimi_thinking_canonical,
-    kimi_thinking_keep_canonical,
     qwen3_canonical,
     qwen3_no_thinking_canonical,
 )
@@ -95,24 +93,13 @@ EXTRA: list[tuple[str, list[dict[str, Any]], Any]] = [
 ]
 CONVERSATIONS = [(c.id, c.messages, c.tools) for c in CORPUS] + EXTRA
 
-Canonical = Callable[[Message, list[Message]], Message | None]
+Canonical = Callable[[Message], Message | None]
 """The canonical form of a message (tests/test_properties.py) after the earlier messages."""
 
 
-def _alone(canonical: Callable[[Message], Message | None]) -> Canonical:
-    return lambda message, earlier: canonical(message)
-
-
-def _kimi_thinking(message: Message, earlier: list[Message]) -> Message | None:
-    """Kimi-K2-Thinking's template drops the reasoning of the conversation's first
-    assistant message without tool calls only (see ``kimi_thinking_canonical``)."""
-    plain = [m for m in earlier if m.role == "assistant" and not m.tool_calls]
-    return (kimi_thinking_keep_canonical if plain else kimi_thinking_canonical)(message)
-
-
 def _with_kimi_ids(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls with ids as Kimi models sample them, ``functions.NAME:IDX`` (Kimi-K2.5 writes
-    the caller's id where the name would be: see ``with_kimi_ids``)."""
+    """Calls with ids as Kimi models sample them, ``functions.NAME:IDX`` (Kimi-K2-Thinking
+    and K2.5 write the caller's id where the name would be: see ``with_kimi_ids``)."""
     out = copy.deepcopy(conversation)
     renamed: dict[Any, str] = {}
     for m in out:
@@ -131,15 +118,15 @@ VARIANTS: list[tuple[str, Callable[[], Renderer], Canonical]] = [
     (
         repr(spec),
         spec.renderer,
-        _kimi_thinking if repr(spec) == "kimi_k2_thinking" else _alone(spec.canonical),
+        spec.canonical,
     )
     for spec in SPECS
 ] + [
-    ("template-qwen3", lambda: _template({}), _alone(qwen3_canonical)),
+    ("template-qwen3", lambda: _template({}), qwen3_canonical),
     (
         "template-qwen3-enable_thinking=False",
         lambda: _template({"enable_thinking": False}),
-        _alone(qwen3_no_thinking_canonical),
+        qwen3_no_thinking_canonical,
     ),
 ]
 _BUILT: dict[str, Renderer] = {}
@@ -200,7 +187,7 @@ def test_every_trained_run_is_a_completion_that_ends_at_its_stop_token(
     attributed = not isinstance(r, TemplateRenderer)
     runs_checked = messages_checked = 0
     for name, conversation, tools in CONVERSATIONS:
-        if label.startswith("kimi_k2.5"):
+        if label.startswith(("kimi_k2.5", "kimi_k2_thinking")):
             conversation = _with_kimi_ids(conversation)
         for train_on in ("all_assistant", "last_assistant_turn"):
             try:
@@ -239,7 +226,7 @@ def test_every_trained_run_is_a_completion_that_ends_at_its_stop_token(
                     pieces = [msgs[turn]]
                     if owners.count(turn) > 1:
                         pieces = _per_completion(msgs[turn])
-                    expected = [canonical(piece, msgs[:turn]) for piece in pieces]
+                    expected = [canonical(piece) for piece in pieces]
                     if any(e is None for e in expected):
                         continue  # a message the format documentedly cannot express
                     want = [p for e in expected if e is not None for p in e.parts]
