@@ -33,8 +33,8 @@ from renderers.core.parsing import (
     TextDelta,
 )
 from renderers.core.tokens import TokenTable, token_table
-from renderers.example import SupervisedExample
 from renderers.rendering import Renderer, TrainOn
+from renderers.supervised_example import SupervisedExample
 
 if TYPE_CHECKING:
     from renderers.registry import get_renderer, renderer_names

@@ -144,6 +144,7 @@ from renderers.core.parsing import (
     ParseResult,
     StreamParser,
 )
+from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,
@@ -160,7 +161,6 @@ __all__ = [
     "KimiK2Renderer",
     "KimiK2ThinkingOptions",
     "KimiK2ThinkingRenderer",
-    "deep_sort",
     "tool_name_from_id",
 ]
 
@@ -212,16 +212,6 @@ class KimiK2ThinkingOptions:
     """What to do with reasoning of a trained turn that the template drops (turns up to
     the conversation's last plain answer): ``"error"`` raises ``ValueError``, ``"drop"``
     leaves it out. Reasoning of untrained turns is rendered as the template does."""
-
-
-def deep_sort(value: Any) -> Any:
-    """``value`` with the keys of every mapping sorted, recursively (what upstream's
-    tokenizer does to ``tools`` before templating)."""
-    if isinstance(value, Mapping):
-        return {k: deep_sort(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [deep_sort(v) for v in value]
-    return value
 
 
 def _json_declaration(tools: list[Any], separators: tuple[str, str]) -> str:

@@ -31,8 +31,8 @@ from renderers.core.parsing import ParseResult, StreamParser, sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter
-from renderers.example import SupervisedExample
 from renderers.rollout import ExtensionProperty, Rollout
+from renderers.supervised_example import SupervisedExample
 from renderers.turn_examples import split_examples
 from renderers.view.model import MessageMarkers
 

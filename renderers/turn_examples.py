@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from renderers.example import SupervisedExample
+from renderers.supervised_example import SupervisedExample
 
 __all__ = ["ExampleBuilder", "split_examples", "trains_as"]
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from renderers import get_renderer
-from renderers.example import SupervisedExample
 from renderers.rendering import Renderer
+from renderers.supervised_example import SupervisedExample
 from renderers.view import TokenView, completion_view, supervised_view
 from renderers.view.terminal import visible_whitespace
 from tests.corpus import CORPUS, WEATHER_TOOL

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from renderers.example import SupervisedExample
+from renderers.supervised_example import SupervisedExample
 
 DROP_HINT = "reasoning='drop'"
 

@@ -19,6 +19,7 @@ from renderers.bench import peers
 from renderers.bench.measure import Progress, Row, paired_median_seconds, peak_memory_bytes
 from renderers.bench.startup import MODES, startup_rows
 from renderers.bench.workloads import TOOLS, complete_ids, completions, ten_turn_conversation
+from renderers.core.tools import deep_sort
 
 
 @dataclass
@@ -47,7 +48,7 @@ def _template_ids(
     by the tokenizer. ``None`` if neither works."""
     tok = renderer.tokenizer
     # Upstream Kimi deep-sorts the keys of the tools before templating.
-    tools = _deep_sorted(TOOLS) if renderer.name.startswith("kimi") else TOOLS
+    tools = deep_sort(TOOLS) if renderer.name.startswith("kimi") else TOOLS
     if renderer.name.startswith("deepseek"):
         messages = _string_arguments(messages)  # the template concatenates them
     try:
@@ -90,14 +91,6 @@ def _string_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             m = {**m, "tool_calls": calls}
         out.append(m)
     return out
-
-
-def _deep_sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_deep_sorted(v) for v in value]
-    return value
 
 
 @functools.cache

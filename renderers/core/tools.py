@@ -34,7 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["normalize_tools", "without_nulls"]
+__all__ = ["deep_sort", "normalize_tools", "without_nulls"]
 
 
 def normalize_tools(tools: Any) -> list[Mapping[str, Any]] | None:
@@ -111,3 +111,13 @@ def _normalized(tool: Any, i: int) -> dict[str, Any]:
 def _check_name(name: Any, where: str) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{where}: expected a non-empty string, got {name!r}")
+
+
+def deep_sort(value: Any) -> Any:
+    """``value`` with the keys of every mapping sorted, recursively (what upstream's
+    tokenizer does to ``tools`` before templating)."""
+    if isinstance(value, Mapping):
+        return {k: deep_sort(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [deep_sort(v) for v in value]
+    return value

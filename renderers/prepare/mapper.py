@@ -31,7 +31,6 @@ except ImportError:  # the data extra
 
 from renderers.core.loading import TokenizerUnavailableError
 from renderers.core.tools import without_nulls
-from renderers.example import SupervisedExample
 from renderers.prepare.shapes import (
     SHAPES,
     Conversation,
@@ -42,6 +41,7 @@ from renderers.prepare.shapes import (
 )
 from renderers.registry import get_renderer, renderer_class
 from renderers.rendering import Renderer, TrainOn
+from renderers.supervised_example import SupervisedExample
 
 __all__ = [
     "IGNORE_INDEX",

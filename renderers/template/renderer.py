@@ -41,12 +41,12 @@ from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
-from renderers.example import SupervisedExample
 from renderers.gpt_oss import GptOssRenderer
-from renderers.kimi_k2 import deep_sort
 from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
+from renderers.supervised_example import SupervisedExample
 from renderers.template.environment import (
     TemplateError,
     compile_template,

@@ -8,7 +8,7 @@
 A view needs the ids, their weights and the format (anything with the renderer's
 ``table`` and ``message_markers``): a :class:`~renderers.core.parsing.ParseResult` holds
 neither its ids nor a tokenizer, so its view is built from the result, the completion ids
-and the renderer. :class:`~renderers.example.SupervisedExample` keeps its table and
+and the renderer. :class:`~renderers.supervised_example.SupervisedExample` keeps its table and
 markers, so ``example.to_html()`` and its notebook display need nothing more.
 """
 
