@@ -81,12 +81,13 @@ from renderers.core.messages import (
 )
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
 from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
+from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
-__all__ = ["Qwen3Options", "Qwen3Renderer"]
+__all__ = ["Qwen3Options", "Qwen3Renderer", "grammar"]
 
 _TOOLS_INTRO = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -120,6 +121,26 @@ class Qwen3Options:
     reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
+def grammar(table: TokenTable) -> TagGrammar:
+    """The parsing grammar: text, think blocks and ``<tool_call>`` JSON in any order, with
+    the separators the template writes (a newline inside a think block on both sides, a
+    blank line after it, a newline before a call after text or another call)."""
+    control = table.control_id
+    return TagGrammar(
+        stop=(control("<|im_end|>"),),
+        eos=(control("<|endoftext|>"),),
+        ends_message=(control("<|im_start|>"),),
+        think=control("<think>"),
+        think_end=control("</think>"),
+        call=control("<tool_call>"),
+        call_end=control("</tool_call>"),
+        build_call=json_call_builder("</tool_call>"),
+        think_padding="\n",
+        after_think="\n\n",
+        before_call="\n",
+    )
+
+
 class Qwen3Renderer(Renderer):
     """Renderer and parser for Qwen3 thinking models."""
 
@@ -141,20 +162,8 @@ class Qwen3Renderer(Renderer):
         self.tool_call_end = control("</tool_call>")
         self.tool_response = control("<tool_response>")
         self.tool_response_end = control("</tool_response>")
-        self.grammar = TagGrammar(
-            stop=(self.im_end,),
-            eos=(self.end_of_text,),
-            ends_message=(self.im_start,),
-            think=self.think,
-            think_end=self.think_end,
-            call=self.tool_call,
-            call_end=self.tool_call_end,
-            build_call=json_call_builder("</tool_call>"),
-            think_padding="\n",
-            after_think="\n\n",
-            before_call="\n",
-        )
-        """The parsing grammar: text, think blocks and ``<tool_call>`` JSON in any order."""
+        self.grammar = grammar(self.table)
+        """The parsing grammar (see :func:`grammar`)."""
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:

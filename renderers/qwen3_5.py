@@ -56,16 +56,19 @@ end-of-sequence.
   an instruction at the start of the system turn (creating one if needed), ``"medium"``
   none; only when thinking is enabled.
 
-Parsing: parts in sampled order. Reasoning ends at ``</think>``; a ``<tool_call>`` drafted
-inside the reasoning stays reasoning text (only a call after ``</think>`` is a call). A
-call's ``<function=NAME>`` and ``<parameter=KEY>`` blocks become a :class:`ToolCallPart`
-whose arguments are a JSON object: a value that is valid JSON is kept as sampled, any
-other value is a string (the format does not say which parameters are strings: a string
-argument ``"3"`` or Qwen3.5's ``True`` reads back as the number ``3`` and the string
-``"True"``; use the tool's schema to convert). A call that does not follow the grammar, or
-was cut off, is an :class:`UnparsedToolCallPart` holding the text between the markers.
-A control token out of place is kept as text with an issue, so no sampled character is
-lost.
+Parsing (the :class:`~renderers.core.grammars.TagGrammar` built in the constructor):
+parts in sampled order, the separators above removed so a parsed message renders back.
+Reasoning ends at ``</think>``; a ``<tool_call>`` drafted inside the reasoning stays
+reasoning text (only a call after ``</think>`` is a call), and a nested ``<think>`` is
+reasoning too. A call's ``<function=NAME>`` and ``<parameter=KEY>`` blocks become a
+:class:`ToolCallPart` whose arguments are a JSON object: a value that is a JSON number,
+boolean, null, object or array is kept as sampled, any other value is a string of its
+text (the format does not say which parameters are strings: a string argument ``"3"`` or
+Qwen3.5's ``True`` reads back as the number ``3`` and the string ``"True"``; use the
+tool's schema to convert). A call that does not follow the grammar, or was cut off, is an
+:class:`UnparsedToolCallPart` holding the text between the markers; any other marker
+sampled inside a call cuts it there. A control token out of place is kept as text with
+an issue, so no sampled character is lost.
 
 Verified against tml-renderers 0.2.1 (``Qwen35()``, ``Qwen38()``; the official templates
 were not available offline). Where that oracle differs from the templates as documented by
@@ -101,14 +104,13 @@ Divergences from the templates, on purpose:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from renderers.core.grammars import TaggedParser, TagGrammar, xml_call_builder
 from renderers.core.messages import (
     Message,
-    Part,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -119,19 +121,17 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
     ParseResult,
     StreamParser,
     json_object_members,
-    without_prefix,
 )
+from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 from renderers.qwen3 import _assistant_parts
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty
 
-__all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer"]
+__all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer", "grammar"]
 
 _TOJSON = json.JSONEncoder(ensure_ascii=False).encode
 """The templates' ``tojson`` (transformers': non-ASCII kept, default separators)."""
@@ -210,6 +210,31 @@ class Qwen38Options:
     reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
+def grammar(table: TokenTable) -> TagGrammar:
+    """The parsing grammar: reasoning, text and ``<tool_call>`` XML in any order, with the
+    separators the templates write (a blank line before a call after text, a newline
+    between calls and after the last); a nested ``<think>`` is reasoning, and any marker
+    sampled inside a call cuts it."""
+    control = table.control_id
+    return TagGrammar(
+        stop=(control("<|im_end|>"),),
+        eos=(control("<|endoftext|>"),),
+        ends_message=(control("<|im_start|>"),),
+        think=control("<think>"),
+        think_end=control("</think>"),
+        call=control("<tool_call>"),
+        call_end=control("</tool_call>"),
+        build_call=xml_call_builder("</tool_call>"),
+        think_padding="\n",
+        after_think="\n\n",
+        before_call="\n\n",
+        after_call="\n",
+        before_think="\n",
+        nested_think_is_reasoning=True,
+        markers_cut_calls=True,
+    )
+
+
 class _Qwen35Family(Renderer):
     """What Qwen3.5 and Qwen3.8 share; the subclasses set the differences."""
 
@@ -231,6 +256,8 @@ class _Qwen35Family(Renderer):
         self.tool_response = control("<tool_response>")
         self.tool_response_end = control("</tool_response>")
         self._newline = tuple(self.table.encode("\n"))
+        self.grammar = grammar(self.table)
+        """The parsing grammar (see :func:`grammar`)."""
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -460,10 +487,11 @@ class _Qwen35Family(Renderer):
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Any, events: bool) -> StreamParser:
-        return _Qwen35Parser(
-            self,
+        return TaggedParser(
+            self.grammar,
+            self.table,
             events,
-            thinking=options.enable_thinking,
+            opens_reasoning=options.enable_thinking,
             calls_end_reasoning=options.drafted_calls == "call",
         )
 
@@ -539,215 +567,3 @@ def _last_query(messages: list[Message]) -> int:
             if not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
                 return i
     return -1
-
-
-# -- parsing ------------------------------------------------------------------------------
-
-_FUNCTION = re.compile(r"\n?<function=([^>\n]*)>\n?(.*)</function>\n?", re.DOTALL)
-_PARAMETER_OPEN = re.compile(r"\s*<parameter=([^>\n]*)>\n?")
-_PARAMETER_CLOSE = "</parameter>"
-_SEPARATOR = "\n\n"  # what text before a call (or a think block) ends with
-
-
-def _function_name(raw: str) -> str | None:
-    match = re.search(r"<function=([^>\n]*)>", raw)
-    return match.group(1) if match and match.group(1) else None
-
-
-def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
-    """``⏎<function=NAME>⏎<parameter=KEY>⏎VALUE⏎</parameter>⏎...</function>⏎`` -> a call
-    whose arguments are a JSON object (JSON values as sampled, other values as strings)."""
-    raw = segments[0]
-    name = _function_name(raw)
-    if incomplete:
-        return UnparsedToolCallPart(raw, "cut off before </tool_call>", name=name, incomplete=True)
-    match = _FUNCTION.fullmatch(raw)
-    if match is None:
-        return UnparsedToolCallPart(
-            raw, "expected <function=NAME>...</function> in the tool call", name=name
-        )
-    if not match.group(1):
-        return UnparsedToolCallPart(raw, "empty function name")
-    body = match.group(2)
-    members: list[str] = []
-    position = 0
-    while True:
-        opening = _PARAMETER_OPEN.match(body, position)
-        if opening is None:
-            break
-        end = body.find(_PARAMETER_CLOSE, opening.end())
-        if end == -1:
-            return UnparsedToolCallPart(raw, "a <parameter> block is not closed", name=name)
-        value = body[opening.end() : end].removesuffix("\n")
-        members.append(json.dumps(opening.group(1), ensure_ascii=False) + ": " + _json_text(value))
-        position = end + len(_PARAMETER_CLOSE)
-        if body.startswith("\n", position):
-            position += 1
-    if body[position:].strip():
-        return UnparsedToolCallPart(
-            raw, "text other than <parameter> blocks inside <function>", name=name
-        )
-    return ToolCallPart(match.group(1), "{" + ", ".join(members) + "}")
-
-
-def _json_text(value: str) -> str:
-    """A parameter's value as JSON text: as sampled when it is JSON, else a string."""
-    try:
-        json.loads(value)
-    except ValueError:
-        return json.dumps(value, ensure_ascii=False)
-    return value
-
-
-class _Qwen35Parser(StreamParser):
-    """Qwen3.5/3.8 completions: reasoning (from the start when the prompt opened it), text
-    and XML tool calls, in any order."""
-
-    def __init__(
-        self, r: _Qwen35Family, events: bool, *, thinking: bool, calls_end_reasoning: bool = False
-    ) -> None:
-        super().__init__(
-            r.table,
-            structural=(r.think, r.think_end, r.tool_call, r.tool_call_end, r.im_start),
-            stop_ids=(r.im_end,),
-            eos_ids=(r.end_of_text,),
-            events=events,
-        )
-        self._r = r
-        self._calls_end_reasoning = calls_end_reasoning
-        self._ended_by_call = False  # a call ended the open reasoning; its end may follow
-        asm = self.asm
-        self._on_text = asm.write  # type: ignore[method-assign]
-        if thinking:
-            asm.open(THINKING, 0, holdback="\n", explicit=True)
-        else:
-            asm.open(TEXT, 0, holdback=_SEPARATOR)
-
-    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
-        return True, None  # text goes to the assembler as it comes
-
-    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of a completion in order (each think block and call closed
-        before the next opens, nothing open at the stop token): the parts :meth:`_on_token`
-        and the assembler make, each region's text being one run (its separators stripped
-        once, as the assembler strips them across writes). Anything else (an issue to
-        report, a marker kept as text) takes the general path."""
-        r = self._r
-        texts = runs.texts
-        cuts = runs.cuts
-        ends = self._stop_ids | self._eos_ids
-        parts: list[Part | None] = []
-        spans: list[tuple[int, int]] = []
-        kind = self.asm.kind
-        explicit = kind == THINKING
-        prefix = ""
-        start = 0
-        stop = None
-        j = -1
-        for j, t in enumerate(runs.tokens):
-            pos = cuts[j]
-            text = texts[j]
-            if kind == TOOL_CALL:
-                if t != r.tool_call_end:
-                    return None
-                parts.append(_tool_call_from_body([text], False))
-                spans.append((start, pos + 1))
-                kind, start, prefix, explicit = TEXT, pos + 1, "\n", False
-                continue
-            if prefix:
-                text = without_prefix(text, prefix)
-            end = pos
-            if t == r.think and kind == TEXT:
-                text = text.removesuffix("\n")
-                after = (THINKING, pos, "\n", True)
-            elif t == r.think_end and kind == THINKING:
-                text = text.removesuffix("\n")
-                end = pos + 1
-                after = (TEXT, pos + 1, "\n\n", False)
-            elif t == r.tool_call and kind == TEXT:
-                text = text.removesuffix(_SEPARATOR)
-                after = (TOOL_CALL, pos, "", True)
-            elif t in ends and kind == TEXT:
-                stop = j
-            else:
-                return None
-            if text:
-                parts.append(ThinkingPart(text) if kind == THINKING else TextPart(text))
-                spans.append((start, end))
-            if stop is not None:
-                break
-            kind, start, prefix, explicit = after
-        if stop is None:  # cut off: what is open is incomplete
-            text = texts[j + 1]
-            if kind == TOOL_CALL:
-                parts.append(_tool_call_from_body([text], True))
-                spans.append((start, runs.count))
-            else:
-                if prefix:
-                    text = without_prefix(text, prefix)
-                if text or explicit:
-                    cut = ThinkingPart if kind == THINKING else TextPart
-                    parts.append(cut(text, None, True))
-                    spans.append((start, runs.count))
-        return self._one_shot_result(runs, parts, spans, stop)
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        r = self._r
-        asm = self.asm
-        kind = asm.kind
-        if kind == THINKING and token_id in (r.tool_call, r.tool_call_end):
-            if token_id == r.tool_call and self._calls_end_reasoning:
-                # vLLM's Qwen3 parser: the call ends the reasoning (see DraftedCalls).
-                asm.close(pos, strip_suffix="\n")
-                asm.open(TOOL_CALL, pos)
-                self._ended_by_call = True
-                return
-            self._drafted_call(token_id, pos)
-            return
-        if token_id == r.think_end and kind == TEXT and self._ended_by_call:
-            # The end of the think block a call ended: the server drops it from the text.
-            self._ended_by_call = False
-            return
-        if token_id == r.think:
-            self._ended_by_call = False
-        if kind == THINKING and token_id == r.think:
-            self._keep_as_text(token_id, pos, None)  # a nested <think> is reasoning too
-            return
-        if kind == TOOL_CALL and token_id != r.tool_call_end:
-            name = self._table.control_text(token_id)
-            self._issue(pos, f"{name} inside a tool call (the call is cut there)")
-            asm.close(pos, incomplete=True, build=_tool_call_from_body)
-            asm.open(TEXT, pos, holdback=_SEPARATOR)
-        if token_id == r.think:
-            asm.close(pos, strip_suffix="\n")
-            asm.open(THINKING, pos, strip_prefix="\n", holdback="\n", explicit=True)
-        elif token_id == r.think_end:
-            if kind != THINKING:
-                self._keep_as_text(
-                    token_id, pos, "</think> without an open think block (kept as text)"
-                )
-                return
-            asm.close(pos + 1, strip_suffix="\n")
-            asm.open(TEXT, pos + 1, strip_prefix="\n\n", holdback=_SEPARATOR)
-        elif token_id == r.tool_call:
-            asm.close(pos, strip_suffix=_SEPARATOR)
-            asm.open(TOOL_CALL, pos)
-        elif token_id == r.tool_call_end:
-            if kind != TOOL_CALL:
-                self._keep_as_text(
-                    token_id, pos, "</tool_call> without an open tool call (kept as text)"
-                )
-                return
-            asm.close(pos + 1, build=_tool_call_from_body)
-            asm.open(TEXT, pos + 1, strip_prefix="\n", holdback=_SEPARATOR)
-        else:  # <|im_start|>: the model began another turn
-            self._issue(pos, "<|im_start|> before <|im_end|>: the message ends here")
-            self._end_message(pos)
-
-    def _on_end(self, pos: int, stopped: bool) -> None:
-        asm = self.asm
-        if stopped and asm.kind == THINKING:
-            self._issue(pos, "the message ended inside an open think block")
-        elif stopped and asm.kind == TOOL_CALL:
-            self._issue(pos, "the message ended inside a tool call (no </tool_call>)")
-        asm.close(pos, incomplete=not stopped, build=_tool_call_from_body)

@@ -398,11 +398,11 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     grammar when malformed, cut off when truncated) take the one-shot path, which must
     give what feeding the ids gives."""
     from renderers.bench.workloads import completions
-    from renderers.qwen3_5 import _Qwen35Parser
+    from renderers.core.grammars import TaggedParser
 
     r = renderer(config)
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parsed, fed, one_shot = parsed_both_ways(r, _Qwen35Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, TaggedParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5
@@ -415,7 +415,7 @@ def test_separators_around_every_marker_parse_in_one_shot_as_fed(
     """Each region ending in part or all of the separator its closing marker strips, and
     the next starting with part or all of the one its opening marker strips: the one-shot
     path strips each once, as the assembler does across writes."""
-    from renderers.qwen3_5 import _Qwen35Parser
+    from renderers.core.grammars import TaggedParser
 
     r = renderer(QWEN[0])
     filler = r.table.encode(" lorem ipsum dolor" * 4)
@@ -426,7 +426,7 @@ def test_separators_around_every_marker_parse_in_one_shot_as_fed(
         ids += [r.tool_call_end, *r.table.encode(ending), *filler, *r.table.encode(ending)]
         ids += [r.think, *r.table.encode(ending), *filler, *r.table.encode(ending), r.think_end]
         ids += [*r.table.encode(ending), *tail]
-        parsed, fed, one_shot = parsed_both_ways(r, _Qwen35Parser, ids, monkeypatch)
+        parsed, fed, one_shot = parsed_both_ways(r, TaggedParser, ids, monkeypatch)
         assert parsed == fed
         assert one_shot
 

@@ -3,7 +3,7 @@
 - **Calls in paired tags** (:class:`TaggedParser`): text, think blocks and tool calls
   between paired control tokens, in any order. The body of a call is JSON
   ``{"name": ..., "arguments": ...}`` as Qwen3 and Hermes write it
-  (:func:`json_call_builder`), or function/parameter XML as Qwen3-Coder writes it
+  (:func:`json_call_builder`), or function/parameter XML as Qwen3-Coder and Qwen3.5 write it
   (:func:`xml_call_builder`)::
 
       <tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>
@@ -20,7 +20,10 @@ reads such a call as inference servers' Qwen3 parsers do instead (see
 
 A :class:`TagGrammar` holds the token ids and the separators a template writes around
 parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
-removes so a parsed message renders back to the same ids.
+removes so a parsed message renders back to the same ids. From them it makes its table of
+moves (:func:`tag_moves`: per open region and control token, what the token does), the one
+description of the grammar that :class:`TaggedParser` runs both token by token as a
+completion streams and over whole runs of text for a one-shot parse.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.parsing import (
@@ -46,12 +50,68 @@ from renderers.core.tokens import TokenTable
 
 __all__ = [
     "BareJsonParser",
+    "Move",
+    "Region",
     "TagGrammar",
     "TaggedParser",
     "bare_json_calls",
     "json_call_builder",
+    "tag_moves",
     "xml_call_builder",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A region a control token opens: its kind, the separator stripped from its start,
+    the tail held back while it may be the separator its closing marker strips, and
+    whether it is ``explicit`` (cut off inside, it still yields an empty part)."""
+
+    kind: str
+    strip_prefix: str = ""
+    holdback: str = ""
+    explicit: bool = False
+
+
+OPEN = "open"
+"""The open region ends at the token (or after it) and the move's region begins there."""
+KEEP = "keep"
+"""The token is text of the open region (reported unless the move has no issue)."""
+DRAFT = "draft"
+"""A call token inside open reasoning: reasoning text, reported once per think block."""
+CUT = "cut"
+"""The open call is cut at the token (incomplete) and the move's region (text) begins
+there, in which the token is then read."""
+END = "end"
+"""The message ends before the token (reported)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """What a control token does in an open region: one entry of a tagged grammar's
+    table, which both the streaming and the one-shot parse run.
+
+    ``issue`` is a format string of the token's spelling (``{0}``) and the first stop
+    token's (``{1}``). ``ends_reasoning``: a call that ended the open reasoning (its
+    closing marker, sampled later in text, is dropped)."""
+
+    action: str
+    region: Region | None = None
+    at: int = 0
+    """The open region ends, and the next begins, at the token (0) or after it (1)."""
+    strip_suffix: str = ""
+    issue: str | None = None
+    ends_reasoning: bool = False
+    plain: bool = field(init=False, repr=False, compare=False)
+    """A move of a well-formed completion (the one-shot path reads only those)."""
+
+    def __post_init__(self) -> None:
+        plain = self.action == OPEN and self.issue is None and not self.ends_reasoning
+        object.__setattr__(self, "plain", plain)
+
+
+Moves: TypeAlias = dict[str, dict[int, Move]]
+"""A tagged grammar's table: per open region's kind, per control id, its move."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +136,86 @@ class TagGrammar:
     after_think: str = ""
     """Written between a think block and the text after it (Qwen3: ``"\\n\\n"``)."""
     before_call: str = ""
-    """Written before a call's opening tag after text or another call (Qwen3: ``"\\n"``)."""
+    """Written before a call's opening tag after text (Qwen3: ``"\\n"``, Qwen3.5:
+    ``"\\n\\n"``); after another call too, unless ``after_call`` says otherwise."""
+    after_call: str = ""
+    """Written after a call's closing tag before what follows (Qwen3.5: ``"\\n"``)."""
+    before_think: str = ""
+    """Removed from the end of the text before a think block (Qwen3.5: ``"\\n"``, which it
+    writes between a call and a think block)."""
+    nested_think_is_reasoning: bool = False
+    """A think marker inside open reasoning is reasoning text, not an issue (Qwen3.5)."""
+    markers_cut_calls: bool = False
+    """Any marker but the call's end, sampled inside a call, cuts the call there and is read
+    after it (Qwen3.5). Otherwise only an opening marker does: a stray think end is call
+    text, and a token of another turn ends the message inside the call (Qwen3)."""
 
     _structural: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _moves: tuple[Moves, Moves] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
         object.__setattr__(self, "_structural", tuple(t for t in ids if t is not None))
+        object.__setattr__(self, "_moves", (tag_moves(self, False), tag_moves(self, True)))
 
     def structural(self) -> tuple[int, ...]:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
         return self._structural
 
+    def moves(self, calls_end_reasoning: bool) -> Moves:
+        """The grammar's table (see :func:`tag_moves`), made once."""
+        return self._moves[calls_end_reasoning]
+
+
+def tag_moves(g: TagGrammar, calls_end_reasoning: bool) -> Moves:
+    """The moves of a tagged grammar: think blocks and calls open and close at their
+    markers, with the separators the template writes around them stripped; a marker out
+    of place is text with an issue, a call drafted in reasoning is reasoning (or ends it,
+    ``calls_end_reasoning``), a token of another turn ends the message."""
+    text = Region(TEXT, holdback=g.before_call)
+    thinking = Region(THINKING, g.think_padding, g.think_padding, explicit=True)
+    call = Region(TOOL_CALL)
+    stray_end = Move(KEEP, issue="{0} without an open think block (kept as text)")
+    stray_call_end = Move(KEEP, issue="{0} without an open tool call (kept as text)")
+    ends = Move(END, issue="{0} before {1}: the message ends here")
+    cut = Move(CUT, text, issue="{0} inside a tool call (the call is cut there)")
+    in_text = {
+        g.think: Move(OPEN, thinking, strip_suffix=g.before_think),
+        g.think_end: stray_end,
+        g.call: Move(OPEN, call, strip_suffix=g.before_call),
+        g.call_end: stray_call_end,
+    }
+    nested = "{0} inside an open think block (kept as text)"
+    after_think = Region(TEXT, g.after_think, g.before_call)
+    in_thinking = {
+        g.think: Move(KEEP, issue=None if g.nested_think_is_reasoning else nested),
+        g.think_end: Move(OPEN, after_think, 1, g.think_padding),
+        g.call: (
+            Move(OPEN, call, strip_suffix=g.think_padding, ends_reasoning=True)
+            if calls_end_reasoning
+            else Move(DRAFT)
+        ),
+        g.call_end: Move(DRAFT),
+    }
+    in_call = {
+        g.think: cut,
+        g.think_end: cut if g.markers_cut_calls else stray_end,
+        g.call: cut,
+        g.call_end: Move(OPEN, Region(TEXT, g.after_call, g.before_call), 1),
+    }
+    table = {TEXT: in_text, THINKING: in_thinking, TOOL_CALL: in_call}
+    for t in g.ends_message:
+        in_text[t] = in_thinking[t] = ends
+        in_call[t] = cut if g.markers_cut_calls else ends
+    return {
+        kind: {t: m for t, m in moves.items() if t is not None} for kind, moves in table.items()
+    }
+
 
 class TaggedParser(StreamParser):
-    """Completions of a :class:`TagGrammar`: text, think blocks and tool calls in any order.
+    """Completions of a :class:`TagGrammar`: text, think blocks and tool calls in any order,
+    read by the grammar's table of moves (:func:`tag_moves`), token by token as they
+    stream and run over whole runs for a one-shot parse.
 
     ``opens_reasoning``: the generation prompt ended with the think marker, so the
     completion starts inside the reasoning; ``reasoning_prefix`` is the padding the prompt
@@ -120,23 +245,16 @@ class TaggedParser(StreamParser):
             events=events,
         )
         self._g = grammar
-        self._name = table.control_text
-        self._opens_reasoning = opens_reasoning
-        self._reasoning_prefix = reasoning_prefix
-        self._calls_end_reasoning = calls_end_reasoning
+        self._moves = grammar.moves(calls_end_reasoning)
         self._ended_by_call = False  # a call ended the open reasoning; its end may follow
-        asm = self.asm
-        self._on_text = asm.write  # type: ignore[method-assign]
         if opens_reasoning:
-            asm.open(
-                THINKING,
-                0,
-                strip_prefix=reasoning_prefix,
-                holdback=grammar.think_padding,
-                explicit=True,
-            )
+            pad = grammar.think_padding
+            first = Region(THINKING, reasoning_prefix, pad, explicit=True)
         else:
-            asm.open(TEXT, 0, holdback=grammar.before_call)
+            first = Region(TEXT, holdback=grammar.before_call)
+        self._first = first
+        self._on_text = self.asm.write  # type: ignore[method-assign]
+        self._enter(first, 0)
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return True, None  # text goes to the assembler as it comes
@@ -146,154 +264,133 @@ class TaggedParser(StreamParser):
         assert build is not None, "a tool-call region needs the grammar's call builder"
         return build(segments, incomplete)
 
+    def _enter(self, region: Region, start: int) -> None:
+        self.asm.open(
+            region.kind,
+            start,
+            strip_prefix=region.strip_prefix,
+            holdback=region.holdback,
+            explicit=region.explicit,
+        )
+
+    def _said(self, issue: str, token_id: int) -> str:
+        """An issue of the table, spelt with the token's spelling and the stop token's."""
+        name = self._table.control_text
+        stop = name(self._g.stop[0]) if self._g.stop else "a stop token"
+        return issue.format(name(token_id), stop)
+
     def _on_token(self, token_id: int, pos: int) -> None:
-        g = self._g
+        if self._ended_by_call:
+            if token_id == self._g.think_end and self.asm.kind == TEXT:
+                # The end of the think block a call ended: the server drops it from the text.
+                self._ended_by_call = False
+                return
+            if token_id == self._g.think:
+                self._ended_by_call = False
+        self._move(self._moves[self.asm.kind or TEXT][token_id], token_id, pos)
+
+    def _move(self, move: Move, token_id: int, pos: int) -> None:
+        action = move.action
         asm = self.asm
-        kind = asm.kind
-        name = self._name  # a token's spelling, for issues only
-        if kind == THINKING and token_id in (g.call, g.call_end):
-            if token_id == g.call and self._calls_end_reasoning:
-                asm.close(pos, strip_suffix=g.think_padding)
-                asm.open(TOOL_CALL, pos)
+        if action == OPEN:
+            at = pos + move.at
+            asm.close(at, strip_suffix=move.strip_suffix, build=self._build)
+            assert move.region is not None
+            self._enter(move.region, at)
+            if move.ends_reasoning:
                 self._ended_by_call = True
-                return
+        elif action == KEEP:
+            why = None if move.issue is None else self._said(move.issue, token_id)
+            self._keep_as_text(token_id, pos, why)
+        elif action == DRAFT:
             self._drafted_call(token_id, pos)
-            return
-        if token_id == g.think_end and kind == TEXT and self._ended_by_call:
-            # The end of the think block a call ended: the server drops it from the text.
-            self._ended_by_call = False
-            return
-        if token_id == g.think:
-            self._ended_by_call = False
-            if kind == THINKING:
-                self._keep_as_text(
-                    token_id, pos, f"{name(token_id)} inside an open think block (kept as text)"
-                )
-                return
-            if kind == TOOL_CALL:
-                self._issue(pos, f"{name(token_id)} inside a tool call (the call is cut there)")
-                asm.close(pos, incomplete=True, build=self._build)
-            else:
-                asm.close(pos)
-            asm.open(
-                THINKING,
-                pos,
-                strip_prefix=g.think_padding,
-                holdback=g.think_padding,
-                explicit=True,
-            )
-        elif token_id == g.think_end:
-            if kind != THINKING:
-                self._keep_as_text(
-                    token_id, pos, f"{name(token_id)} without an open think block (kept as text)"
-                )
-                return
-            asm.close(pos + 1, strip_suffix=g.think_padding)
-            asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
-        elif token_id == g.call:
-            if kind == TOOL_CALL:
-                self._issue(pos, f"{name(token_id)} inside a tool call (the call is cut there)")
-                asm.close(pos, incomplete=True, build=self._build)
-            else:
-                asm.close(pos, strip_suffix=g.before_call)
-            asm.open(TOOL_CALL, pos)
-        elif token_id == g.call_end:
-            if kind != TOOL_CALL:
-                self._keep_as_text(
-                    token_id, pos, f"{name(token_id)} without an open tool call (kept as text)"
-                )
-                return
-            asm.close(pos + 1, build=self._build)
-            asm.open(TEXT, pos + 1, holdback=g.before_call)
-        else:  # a token that begins another turn
-            stop = self._name(g.stop[0]) if g.stop else "a stop token"
-            self._issue(pos, f"{name(token_id)} before {stop}: the message ends here")
+        elif action == CUT:
+            assert move.issue is not None
+            self._issue(pos, self._said(move.issue, token_id))
+            asm.close(pos, incomplete=True, build=self._build)
+            assert move.region is not None
+            self._enter(move.region, pos)
+            self._move(self._moves[TEXT][token_id], token_id, pos)
+        else:  # END
+            assert move.issue is not None
+            self._issue(pos, self._said(move.issue, token_id))
             self._end_message(pos)
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of a completion whose tags are in order (each think block
-        and call closed before the next opens, nothing left open at the stop token): the
-        parts :meth:`_on_token` and the assembler make, each region's text being one run
-        (its separators stripped once, as the assembler strips them across writes).
-        Anything else (an issue to report) takes the general path."""
-        g = self._g
+        """The one-shot parse: the same table run over whole runs (each region's text is
+        one run, its separators stripped once, as the assembler strips them across
+        writes), for a completion whose moves are all plain (each think block and call
+        closed before the next opens, nothing open at the stop token). Anything else (an
+        issue to report) takes the general path."""
+        moves = self._moves
+        build = self._build
         texts = runs.texts
         cuts = runs.cuts
         ends = self._stop_ids | self._eos_ids
         parts: list[Part | None] = []
         spans: list[tuple[int, int]] = []
-        if self._opens_reasoning:
-            kind, prefix, explicit = THINKING, self._reasoning_prefix, True
-        else:
-            kind, prefix, explicit = TEXT, "", False
+        region = self._first
+        kind = region.kind
+        prefix = region.strip_prefix
         start = 0
-        stop_id = None
+        stop = None
         j = -1
         for j, t in enumerate(runs.tokens):
             pos = cuts[j]
-            if t == g.call_end:
-                if kind != TOOL_CALL:
-                    return None
-                parts.append(self._build([texts[j]], False))
-                spans.append((start, pos + 1))
-                kind, start, prefix, explicit = TEXT, pos + 1, "", False
-                continue
-            if kind == TOOL_CALL:
-                return None
-            text = without_prefix(texts[j], prefix) if prefix else texts[j]
-            if t == g.think:
+            text = texts[j]
+            if t in ends:
                 if kind != TEXT:
+                    return None  # stopped inside a think block or a call
+                move = _STOP
+            else:
+                move = moves[kind][t]
+                if not move.plain:
                     return None
-                if text:
-                    parts.append(TextPart(text))
-                    spans.append((start, pos))
-                kind, start, prefix, explicit = THINKING, pos, g.think_padding, True
-            elif t == g.think_end:
-                if kind != THINKING:
-                    return None
-                text = text.removesuffix(g.think_padding)
-                if text:
-                    parts.append(ThinkingPart(text))
-                    spans.append((start, pos + 1))
-                kind, start, prefix, explicit = TEXT, pos + 1, g.after_think, False
-            elif t == g.call:
-                if kind != TEXT:
-                    return None
-                text = text.removesuffix(g.before_call)
-                if text:
-                    parts.append(TextPart(text))
-                    spans.append((start, pos))
-                kind, start = TOOL_CALL, pos
-            elif t in ends and kind == TEXT:
-                if text:
-                    parts.append(TextPart(text))
-                    spans.append((start, pos))
-                stop_id = t
-                break
-            else:  # stopped inside a think block or a call, or a token of another turn
-                return None
-        if stop_id is None:  # cut off: what is open is incomplete
-            text = texts[j + 1]
-            end = runs.count
+            end = pos + move.at
             if kind == TOOL_CALL:
-                parts.append(self._build([text], True))
+                parts.append(build([text], False))
                 spans.append((start, end))
             else:
-                text = without_prefix(text, prefix) if prefix else text
-                if text or explicit:
+                if prefix:
+                    text = without_prefix(text, prefix)
+                if move.strip_suffix:
+                    text = text.removesuffix(move.strip_suffix)
+                if text:
+                    parts.append(TextPart(text) if kind == TEXT else ThinkingPart(text))
+                    spans.append((start, end))
+            if move is _STOP:
+                stop = j
+                break
+            assert move.region is not None
+            region = move.region
+            kind, prefix, start = region.kind, region.strip_prefix, end
+        if stop is None:  # cut off: what is open is incomplete
+            text = texts[j + 1]
+            if kind == TOOL_CALL:
+                parts.append(build([text], True))
+                spans.append((start, runs.count))
+            else:
+                if prefix:
+                    text = without_prefix(text, prefix)
+                if text or region.explicit:
                     cut = ThinkingPart if kind == THINKING else TextPart
                     parts.append(cut(text, None, True))
-                    spans.append((start, end))
-        return self._one_shot_result(runs, parts, spans, None if stop_id is None else j)
+                    spans.append((start, runs.count))
+        return self._one_shot_result(runs, parts, spans, stop)
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         asm = self.asm
         if stopped and asm.kind == THINKING:
             self._issue(pos, "the message ended inside an open think block")
         elif stopped and asm.kind == TOOL_CALL:
-            close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
+            call_end = self._g.call_end
+            close = "its end" if call_end is None else self._table.control_text(call_end)
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         asm.close(pos, incomplete=not stopped, build=self._build)
+
+
+_STOP = Move(OPEN)
+"""A stop token in text (the one-shot path): the text ends there."""
 
 
 # -- JSON in tags ----------------------------------------------------------------------------
@@ -389,10 +486,10 @@ def json_call_builder(close: str) -> ToolCallBuilder:
     return build
 
 
-# -- XML function/parameter in tags (Qwen3-Coder) ---------------------------------------------
+# -- XML function/parameter in tags (Qwen3-Coder, Qwen3.5) ----------------------------------
 
 _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>\n?(.*?)</function>\s*\Z", re.S)
-_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>\s*", re.S)
+_PARAMETER = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>\s*", re.S)
 _OPEN_FUNCTION = re.compile(r"<function=([^>\n]+)>")
 
 
@@ -407,10 +504,11 @@ def _parameter_value(text: str) -> str:
 
 
 def xml_call_builder(close: str) -> ToolCallBuilder:
-    """Builds a call from Qwen3-Coder's XML (``<function=NAME>`` with ``<parameter=KEY>``
-    children). Arguments become a JSON object with default separators; values that parse
-    as JSON numbers, booleans, null, objects or arrays keep their text, others are strings
-    (the format does not say which a value was: ``"42"`` reads back as the number 42)."""
+    """Builds a call from Qwen3-Coder's and Qwen3.5's XML (``<function=NAME>`` with
+    ``<parameter=KEY>`` children). Arguments become a JSON object with default separators;
+    values that parse as JSON numbers, booleans, null, objects or arrays keep their text,
+    others are strings (the format does not say which a value was: ``"42"`` reads back as
+    the number 42)."""
 
     def build(segments: list[str], incomplete: bool) -> Part:
         raw = segments[0]
