@@ -559,6 +559,32 @@ def test_stray_closing_tags_are_issues_kept_as_text(qwen3: Qwen3Renderer) -> Non
     assert "</think>" in result.issues[0].message
 
 
+def test_a_stray_think_end_inside_a_call_is_call_text(qwen3: Qwen3Renderer) -> None:
+    # Only an opening marker cuts a call; a stray </think> is kept in its body, reported.
+    body = '\n{"name": "f", "arguments": {}}\n'
+    ids = ids_of(qwen3, "<tool_call>", body, "</think>", "</tool_call>", "<|im_end|>")
+    result = qwen3.parse_response(ids)
+    (part,) = result.message.parts
+    assert type(part) is UnparsedToolCallPart and part.raw == body + "</think>"
+    assert not part.incomplete
+    at = ids.index(qwen3.think_end)
+    issues = [(i.position, i.message) for i in result.issues]
+    assert (at, "</think> without an open think block (kept as text)") in issues
+
+
+def test_a_new_turn_inside_a_call_ends_the_message_there(qwen3: Qwen3Renderer) -> None:
+    body = '\n{"name": "f", "arguments": {}}\n'
+    ids = ids_of(qwen3, "Hi", "<tool_call>", body, "<|im_start|>", "user")
+    result = qwen3.parse_response(ids)
+    assert result.message.parts == (TextPart("Hi"), ToolCallPart("f", "{}"))
+    at = ids.index(qwen3.im_start)
+    assert [(i.position, i.message) for i in result.issues] == [
+        (at, "<|im_start|> before <|im_end|>: the message ends here"),
+        (at, "the message ended inside a tool call (no </tool_call>)"),
+    ]
+    assert result.trailing_ids == tuple(ids[at:])
+
+
 def test_spans_cover_each_part_with_its_markers(qwen3: Qwen3Renderer) -> None:
     ids = ids_of(
         qwen3,

@@ -322,6 +322,40 @@ def test_control_tokens_out_of_place_are_kept_as_text_with_an_issue() -> None:
     assert [i.position for i in result.issues] == [0, completion.index(r.tool_call_end)]
 
 
+def test_a_marker_sampled_inside_a_call_cuts_the_call_and_is_read_after_it() -> None:
+    r = renderer(QWEN[0])
+    body = "\n<function=f>\n<parameter=a>\n1"
+    head = [r.think_end, *r.table.encode("\n\n"), r.tool_call, *r.table.encode(body)]
+    completion = [*head, r.think_end, *r.table.encode(" x"), r.im_end]
+    for fed in (False, True):
+        if fed:  # token by token, as a stream
+            parser = r.stream_parser(_events=False)
+            for t in completion:
+                parser.feed([t])
+            result = parser.finish()
+        else:
+            result = r.parse_response(completion)
+        assert result.message.parts == (
+            UnparsedToolCallPart(body, "cut off before </tool_call>", name="f", incomplete=True),
+            TextPart("</think> x"),
+        )
+        cut = len(head)
+        assert [i.position for i in result.issues] == [cut, cut]
+        assert [i.message for i in result.issues] == [
+            "</think> inside a tool call (the call is cut there)",
+            "</think> without an open think block (kept as text)",
+        ]
+
+
+def test_a_nested_think_marker_is_reasoning_without_an_issue() -> None:
+    r = renderer(QWEN[0])
+    completion = [*r.table.encode("a "), r.think, *r.table.encode(" b\n"), r.think_end]
+    completion += [*r.table.encode("\n\nc"), r.im_end]
+    result = r.parse_response(completion)
+    assert result.message.parts == (ThinkingPart("a <think> b"), TextPart("c"))
+    assert result.termination is Termination.STOP and not result.issues
+
+
 def test_xml_calls_parse_into_json_arguments_as_sampled() -> None:
     r = renderer(QWEN[0])
     body = (
