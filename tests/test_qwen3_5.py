@@ -371,6 +371,22 @@ def test_xml_calls_parse_into_json_arguments_as_sampled() -> None:
     )
 
 
+def test_a_quoted_value_reads_back_as_the_string_it_spells() -> None:
+    """Strings are written raw, so a value sampled as ``"x"`` is that text, quotes included
+    (and renders back to it), and an empty key is a key."""
+    r = renderer(QWEN[0])
+    body = '\n<function=f>\n<parameter=s>\n"x"\n</parameter>\n<parameter=>\n1\n</parameter>\n'
+    body += "</function>\n"
+    completion = [r.think_end, *r.table.encode("\n\n"), r.tool_call, *r.table.encode(body)]
+    completion += [r.tool_call_end, r.im_end]
+    call = r.parse_response(completion).message.parts[0]
+    assert call == ToolCallPart("f", '{"s": "\\"x\\"", "": 1}')
+    rendered = r.build_supervised_example(
+        [{"role": "user", "content": "q"}, Message("assistant", [call])]
+    )
+    assert r.parse_response(rendered.tokens[rendered.weights > 0].tolist()).message.parts == (call,)
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -102,13 +102,16 @@ class Move:
     strip_suffix: str = ""
     issue: str | None = None
     ends_reasoning: bool = False
-    plain: bool = field(init=False, repr=False, compare=False)
-    """A move of a well-formed completion (the one-shot path reads only those)."""
 
-    def __post_init__(self) -> None:
-        plain = self.action == OPEN and self.issue is None and not self.ends_reasoning
-        object.__setattr__(self, "plain", plain)
+    @property
+    def plain(self) -> bool:
+        """A move of a well-formed completion (the one-shot path reads only those)."""
+        return self.action == OPEN and self.issue is None and not self.ends_reasoning
 
+
+STOP = Move(OPEN)
+"""A stop or end-of-sequence token in text (read by the one-shot parse): the text ends
+there, and the message."""
 
 Moves: TypeAlias = dict[str, dict[int, Move]]
 """A tagged grammar's table: per open region's kind, per control id, its move."""
@@ -152,11 +155,21 @@ class TagGrammar:
 
     _structural: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _moves: tuple[Moves, Moves] = field(init=False, repr=False, compare=False)
+    _plain: Moves = field(init=False, repr=False, compare=False)
+    _start: tuple[Region, Region] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
         object.__setattr__(self, "_structural", tuple(t for t in ids if t is not None))
-        object.__setattr__(self, "_moves", (tag_moves(self, False), tag_moves(self, True)))
+        moves = tag_moves(self, False)
+        object.__setattr__(self, "_moves", (moves, tag_moves(self, True)))
+        plain = {kind: {t: m for t, m in row.items() if m.plain} for kind, row in moves.items()}
+        for t in (*self.stop, *self.eos):
+            plain[TEXT][t] = STOP
+        object.__setattr__(self, "_plain", plain)
+        text = Region(TEXT, holdback=self.before_call)
+        thinking = Region(THINKING, "", self.think_padding, explicit=True)
+        object.__setattr__(self, "_start", (text, thinking))
 
     def structural(self) -> tuple[int, ...]:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
@@ -165,6 +178,18 @@ class TagGrammar:
     def moves(self, calls_end_reasoning: bool) -> Moves:
         """The grammar's table (see :func:`tag_moves`), made once."""
         return self._moves[calls_end_reasoning]
+
+    def plain_moves(self) -> Moves:
+        """The plain moves of the table (a well-formed completion's), and :data:`STOP` for
+        a stop or end-of-sequence id in text: what the one-shot parse reads."""
+        return self._plain
+
+    def start(self, opens_reasoning: bool, reasoning_prefix: str = "") -> Region:
+        """The region a completion starts in: text, or reasoning when the prompt opened
+        it (``reasoning_prefix``: padding the prompt did not write, stripped)."""
+        if reasoning_prefix and opens_reasoning:
+            return Region(THINKING, reasoning_prefix, self.think_padding, explicit=True)
+        return self._start[opens_reasoning]
 
 
 def tag_moves(g: TagGrammar, calls_end_reasoning: bool) -> Moves:
@@ -247,12 +272,7 @@ class TaggedParser(StreamParser):
         self._g = grammar
         self._moves = grammar.moves(calls_end_reasoning)
         self._ended_by_call = False  # a call ended the open reasoning; its end may follow
-        if opens_reasoning:
-            pad = grammar.think_padding
-            first = Region(THINKING, reasoning_prefix, pad, explicit=True)
-        else:
-            first = Region(TEXT, holdback=grammar.before_call)
-        self._first = first
+        self._first = first = grammar.start(opens_reasoning, reasoning_prefix)
         self._on_text = self.asm.write  # type: ignore[method-assign]
         self._enter(first, 0)
 
@@ -322,11 +342,10 @@ class TaggedParser(StreamParser):
         writes), for a completion whose moves are all plain (each think block and call
         closed before the next opens, nothing open at the stop token). Anything else (an
         issue to report) takes the general path."""
-        moves = self._moves
+        plain = self._g.plain_moves()
         build = self._build
         texts = runs.texts
         cuts = runs.cuts
-        ends = self._stop_ids | self._eos_ids
         parts: list[Part | None] = []
         spans: list[tuple[int, int]] = []
         region = self._first
@@ -336,17 +355,11 @@ class TaggedParser(StreamParser):
         stop = None
         j = -1
         for j, t in enumerate(runs.tokens):
-            pos = cuts[j]
+            move = plain[kind].get(t)
+            if move is None:
+                return None  # an issue to report (or a stop inside a think block or call)
+            end = cuts[j] + move.at
             text = texts[j]
-            if t in ends:
-                if kind != TEXT:
-                    return None  # stopped inside a think block or a call
-                move = _STOP
-            else:
-                move = moves[kind][t]
-                if not move.plain:
-                    return None
-            end = pos + move.at
             if kind == TOOL_CALL:
                 parts.append(build([text], False))
                 spans.append((start, end))
@@ -358,7 +371,7 @@ class TaggedParser(StreamParser):
                 if text:
                     parts.append(TextPart(text) if kind == TEXT else ThinkingPart(text))
                     spans.append((start, end))
-            if move is _STOP:
+            if move is STOP:
                 stop = j
                 break
             assert move.region is not None
@@ -387,10 +400,6 @@ class TaggedParser(StreamParser):
             close = "its end" if call_end is None else self._table.control_text(call_end)
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         asm.close(pos, incomplete=not stopped, build=self._build)
-
-
-_STOP = Move(OPEN)
-"""A stop token in text (the one-shot path): the text ends there."""
 
 
 # -- JSON in tags ----------------------------------------------------------------------------
