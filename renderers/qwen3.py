@@ -38,6 +38,15 @@ Tool-call arguments are written as the text given, verbatim (``{"a":1}`` stays
 the arguments text into an object before templating (vLLM) makes the template write
 ``tojson`` of it: the same text whenever the given text is in that form.
 
+Parsing (the :class:`~renderers.core.grammars.TagGrammar` that :func:`grammar` builds):
+parts in sampled order, the separators above removed so a parsed message renders back.
+Reasoning ends at ``</think>``: a ``<tool_call>`` drafted inside it stays reasoning text,
+with an issue (``drafted_calls="call"`` reads it as vLLM does). A call's body is
+``{"name": ..., "arguments": ...}``, its arguments kept as sampled; a body off that
+grammar, or a call cut off, is an :class:`UnparsedToolCallPart`. A ``<think>`` or
+``<tool_call>`` sampled inside a call cuts it there; a closing marker out of place is kept
+as text with an issue; ``<|im_start|>`` before ``<|im_end|>`` ends the message there.
+
 Prefill (``build_generation_prompt(..., prefill=text)``): with thinking on, the prefill
 starts the reasoning, ``<think>⏎{prefill}`` after the generation prompt (the opener the
 model samples first), as ``continue_final_message="reasoning_content"`` writes it; with

@@ -56,7 +56,7 @@ end-of-sequence.
   an instruction at the start of the system turn (creating one if needed), ``"medium"``
   none; only when thinking is enabled.
 
-Parsing (the :class:`~renderers.core.grammars.TagGrammar` built in the constructor):
+Parsing (the :class:`~renderers.core.grammars.TagGrammar` that :func:`grammar` builds):
 parts in sampled order, the separators above removed so a parsed message renders back.
 Reasoning ends at ``</think>``; a ``<tool_call>`` drafted inside the reasoning stays
 reasoning text (only a call after ``</think>`` is a call), and a nested ``<think>`` is
