@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from renderers import TextPart
 from renderers.template import TemplateRenderer
 from tests.conftest import tokenizer_for
 from tests.corpus import CORPUS, TOOLS, Conversation, call, prompts_of
@@ -391,6 +392,18 @@ def sampled(config: Official, messages: list[dict[str, Any]], tools: Any) -> lis
     return [t for t, w in zip(expected.tokens, expected.weights, strict=True) if w]
 
 
+def parsed(config: Official, ids: list[int]) -> Any:
+    """The parse of sampled ids, the same fed one token at a time (streaming is batch)."""
+    renderer = renderer_for(config)
+    result = renderer.parse_response(ids, **config.options)
+    stream = renderer.stream_parser(**config.options)
+    for token in ids:
+        stream.feed([token])
+    streamed = stream.finish()
+    assert streamed.message == result.message
+    return result.message
+
+
 NEMOTRON_ON = [c for c in THINKING_ON if c.tokenizer == NEMOTRON]
 XML_CALLS = [c for c in CONFIGS if c.template.startswith(("qwen3_5", "qwen3_6", "qwen3_8", "nem"))]
 USER = {"role": "user", "content": "Weather in Paris?"}
@@ -409,11 +422,13 @@ def test_nemotron_call_turns_parse_without_the_newline_before_the_end_of_turn(
         {"role": "assistant", "content": "", "reasoning_content": "Look.", "tool_calls": calls},
     ):
         ids = sampled(config, [USER, turn], TOOLS)
-        parsed = renderer_for(config).parse_response(ids, **config.options).message
-        kinds = [type(p).__name__ for p in parsed.parts]
+        message = parsed(config, ids)
+        kinds = [type(p).__name__ for p in message.parts]
         first = kinds.index("ToolCallPart")
         assert kinds[first:] == ["ToolCallPart"] * len(turn["tool_calls"])
-        assert parsed.text == turn["content"]
+        assert message.text == turn["content"]
+        # Cut off before <|im_end|>, the newline may begin more text: it is kept.
+        assert parsed(config, ids[:-1]).parts[-1] == TextPart("\n", incomplete=True)
 
 
 @pytest.mark.parametrize("config", NEMOTRON_ON, ids=repr)
@@ -423,8 +438,8 @@ def test_nemotron_reasoning_parses_back_with_its_newlines(config: Official, reas
     ``<think>\\n{reasoning}\\n</think>\\n``): the padding is what the template adds, no more."""
     turn = {"role": "assistant", "content": "Sunny.", "reasoning_content": reasoning}
     ids = sampled(config, [USER, turn], None)
-    parsed = renderer_for(config).parse_response(ids, **config.options).message
-    assert (parsed.thinking, parsed.text) == (reasoning, "Sunny.")
+    message = parsed(config, ids)
+    assert (message.thinking, message.text) == (reasoning, "Sunny.")
 
 
 @pytest.mark.parametrize("config", XML_CALLS, ids=repr)
@@ -434,7 +449,7 @@ def test_python_spelled_scalars_parse_back_as_json_values(config: Official) -> N
     arguments = {"flag": True, "off": False, "nothing": None, "n": 3, "city": "Paris"}
     turn = {"role": "assistant", "content": "", "tool_calls": [call("search", arguments, "c1")]}
     ids = sampled(config, [USER, turn], TOOLS)
-    (part,) = renderer_for(config).parse_response(ids, **config.options).message.tool_calls
+    (part,) = parsed(config, ids).tool_calls
     assert json.loads(part.arguments) == arguments
 
 
