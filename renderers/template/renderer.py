@@ -18,8 +18,9 @@ calls the template drops. Where the template's text of the turn goes on from the
 text but not token by token, the turn is what the model samples after that prompt, as the
 specialised renderers train it: Qwen3.5's prompt ends ``<think>⏎`` and an empty think
 block's ``⏎⏎`` would swallow that newline; Nemotron-3's prompt opens ``<think>⏎`` where a
-turn without reasoning is written ``<think></think>`` (:meth:`TemplateRenderer._as_sampled`). A trained turn whose reasoning the template does not write
-follows the ``reasoning`` option of every renderer (refused, or dropped with ``"drop"``).
+turn without reasoning is written ``<think></think>`` (:meth:`TemplateRenderer._as_sampled`).
+A trained turn whose reasoning the template does not write follows the ``reasoning``
+option of every renderer (refused, or dropped with ``"drop"``).
 
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
