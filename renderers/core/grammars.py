@@ -73,10 +73,15 @@ class TagGrammar:
     build_call: ToolCallBuilder | None = None
     think_padding: str = ""
     """Written inside a think block on both sides (Qwen3: ``"\\n"``)."""
+    think_end_padding: str | None = None
+    """Written before the think block's closing marker where it is not ``think_padding``
+    (Nemotron-3 Ultra: ``""``, after ``<think>\\n``)."""
     after_think: str = ""
     """Written between a think block and the text after it (Qwen3: ``"\\n\\n"``)."""
     before_call: str = ""
     """Written before a call's opening tag after text or another call (Qwen3: ``"\\n"``)."""
+    after_calls: str = ""
+    """Written after the last call, before the stop token (Nemotron-3: ``"\\n"``)."""
 
     _structural: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -87,6 +92,18 @@ class TagGrammar:
     def structural(self) -> tuple[int, ...]:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
         return self._structural
+
+    @property
+    def closing_padding(self) -> str:
+        """What is written before the think block's closing marker."""
+        return self.think_padding if self.think_end_padding is None else self.think_end_padding
+
+    @property
+    def after_call_holdback(self) -> str:
+        """The tail held back in text after a call: it may be the separator before the
+        next call, or what follows the last one."""
+        longer = len(self.after_calls) > len(self.before_call)
+        return self.after_calls if longer else self.before_call
 
 
 class TaggedParser(StreamParser):
@@ -125,6 +142,7 @@ class TaggedParser(StreamParser):
         self._reasoning_prefix = reasoning_prefix
         self._calls_end_reasoning = calls_end_reasoning
         self._ended_by_call = False  # a call ended the open reasoning; its end may follow
+        self._after_call = False  # the open text follows a call (its tail may be after_calls)
         asm = self.asm
         self._on_text = asm.write  # type: ignore[method-assign]
         if opens_reasoning:
@@ -132,7 +150,7 @@ class TaggedParser(StreamParser):
                 THINKING,
                 0,
                 strip_prefix=reasoning_prefix,
-                holdback=grammar.think_padding,
+                holdback=grammar.closing_padding,
                 explicit=True,
             )
         else:
@@ -153,7 +171,7 @@ class TaggedParser(StreamParser):
         name = self._name  # a token's spelling, for issues only
         if kind == THINKING and token_id in (g.call, g.call_end):
             if token_id == g.call and self._calls_end_reasoning:
-                asm.close(pos, strip_suffix=g.think_padding)
+                asm.close(pos, strip_suffix=g.closing_padding)
                 asm.open(TOOL_CALL, pos)
                 self._ended_by_call = True
                 return
@@ -175,11 +193,12 @@ class TaggedParser(StreamParser):
                 asm.close(pos, incomplete=True, build=self._build)
             else:
                 asm.close(pos)
+            self._after_call = False
             asm.open(
                 THINKING,
                 pos,
                 strip_prefix=g.think_padding,
-                holdback=g.think_padding,
+                holdback=g.closing_padding,
                 explicit=True,
             )
         elif token_id == g.think_end:
@@ -188,7 +207,8 @@ class TaggedParser(StreamParser):
                     token_id, pos, f"{name(token_id)} without an open think block (kept as text)"
                 )
                 return
-            asm.close(pos + 1, strip_suffix=g.think_padding)
+            asm.close(pos + 1, strip_suffix=g.closing_padding)
+            self._after_call = False
             asm.open(TEXT, pos + 1, strip_prefix=g.after_think, holdback=g.before_call)
         elif token_id == g.call:
             if kind == TOOL_CALL:
@@ -204,7 +224,8 @@ class TaggedParser(StreamParser):
                 )
                 return
             asm.close(pos + 1, build=self._build)
-            asm.open(TEXT, pos + 1, holdback=g.before_call)
+            self._after_call = True
+            asm.open(TEXT, pos + 1, holdback=g.after_call_holdback)
         else:  # a token that begins another turn
             stop = self._name(g.stop[0]) if g.stop else "a stop token"
             self._issue(pos, f"{name(token_id)} before {stop}: the message ends here")
@@ -228,6 +249,7 @@ class TaggedParser(StreamParser):
             kind, prefix, explicit = TEXT, "", False
         start = 0
         stop_id = None
+        after_call = False
         j = -1
         for j, t in enumerate(runs.tokens):
             pos = cuts[j]
@@ -237,6 +259,7 @@ class TaggedParser(StreamParser):
                 parts.append(self._build([texts[j]], False))
                 spans.append((start, pos + 1))
                 kind, start, prefix, explicit = TEXT, pos + 1, "", False
+                after_call = True
                 continue
             if kind == TOOL_CALL:
                 return None
@@ -248,10 +271,11 @@ class TaggedParser(StreamParser):
                     parts.append(TextPart(text))
                     spans.append((start, pos))
                 kind, start, prefix, explicit = THINKING, pos, g.think_padding, True
+                after_call = False
             elif t == g.think_end:
                 if kind != THINKING:
                     return None
-                text = text.removesuffix(g.think_padding)
+                text = text.removesuffix(g.closing_padding)
                 if text:
                     parts.append(ThinkingPart(text))
                     spans.append((start, pos + 1))
@@ -265,6 +289,8 @@ class TaggedParser(StreamParser):
                     spans.append((start, pos))
                 kind, start = TOOL_CALL, pos
             elif t in ends and kind == TEXT:
+                if after_call:
+                    text = text.removesuffix(g.after_calls)
                 if text:
                     parts.append(TextPart(text))
                     spans.append((start, pos))
@@ -293,7 +319,8 @@ class TaggedParser(StreamParser):
         elif stopped and asm.kind == TOOL_CALL:
             close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
             self._issue(pos, f"the message ended inside a tool call (no {close})")
-        asm.close(pos, incomplete=not stopped, build=self._build)
+        strip = self._g.after_calls if stopped and asm.kind == TEXT and self._after_call else ""
+        asm.close(pos, strip_suffix=strip, incomplete=not stopped, build=self._build)
 
 
 # -- JSON in tags ----------------------------------------------------------------------------
@@ -396,9 +423,16 @@ _PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>\s*", re.S
 _OPEN_FUNCTION = re.compile(r"<function=([^>\n]+)>")
 
 
-def _parameter_value(text: str) -> str:
+_PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _parameter_value(text: str, python_scalars: bool = False) -> str:
     """A parameter's JSON text: a JSON number, boolean, null, object or array as written;
-    any other text is a string (the format writes strings raw)."""
+    any other text is a string (the format writes strings raw). ``python_scalars``:
+    ``True``, ``False`` and ``None`` are the JSON constants (a template writing scalars
+    with Python's ``str``)."""
+    if python_scalars and text in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[text]
     try:
         value = json.loads(text)
     except ValueError:
@@ -406,11 +440,12 @@ def _parameter_value(text: str) -> str:
     return json.dumps(text, ensure_ascii=False) if isinstance(value, str) else text
 
 
-def xml_call_builder(close: str) -> ToolCallBuilder:
+def xml_call_builder(close: str, *, python_scalars: bool = False) -> ToolCallBuilder:
     """Builds a call from Qwen3-Coder's XML (``<function=NAME>`` with ``<parameter=KEY>``
     children). Arguments become a JSON object with default separators; values that parse
     as JSON numbers, booleans, null, objects or arrays keep their text, others are strings
-    (the format does not say which a value was: ``"42"`` reads back as the number 42)."""
+    (the format does not say which a value was: ``"42"`` reads back as the number 42).
+    ``python_scalars``: ``True``/``False``/``None`` are ``true``/``false``/``null``."""
 
     def build(segments: list[str], incomplete: bool) -> Part:
         raw = segments[0]
@@ -428,7 +463,7 @@ def xml_call_builder(close: str) -> ToolCallBuilder:
             if parameter.start() != at:
                 break
             key = json.dumps(parameter.group(1), ensure_ascii=False)
-            members.append(f"{key}: {_parameter_value(parameter.group(2))}")
+            members.append(f"{key}: {_parameter_value(parameter.group(2), python_scalars)}")
             at = parameter.end()
         if body[at:].strip():
             return UnparsedToolCallPart(

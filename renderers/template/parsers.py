@@ -59,8 +59,10 @@ class SpecParsing:
         if syntax in TAGGED:
             assert spec.call_tags is not None
             calls = ids(spec.call_tags, "call_tags")  # type: ignore[assignment]
-            builder = json_call_builder if syntax == "json_in_tags" else xml_call_builder
-            build = builder(spec.call_tags[1])
+            if syntax == "json_in_tags":
+                build = json_call_builder(spec.call_tags[1])
+            else:
+                build = xml_call_builder(spec.call_tags[1], python_scalars=spec.python_scalars)
         stop = ids(spec.stop, "stop")
         eos = ids(spec.eos, "eos")
         self.stop_ids = (*stop, *eos)
@@ -74,8 +76,10 @@ class SpecParsing:
             call_end=calls[1],
             build_call=build,
             think_padding=spec.think_padding,
+            think_end_padding=spec.think_end_padding,
             after_think=spec.after_think,
             before_call=spec.before_call,
+            after_calls=spec.after_calls,
         )
         self._bare = syntax == "bare_json"
 

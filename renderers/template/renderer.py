@@ -14,8 +14,13 @@ reports those places.
 (:mod:`~renderers.template.weights`): a trained turn is what follows its generation prompt
 through its stop token; the untrained prefix is the generation prompt, or building the
 example is a ``ValueError`` naming the turn, and so is a trained last turn whose text or
-calls the template drops. A trained turn whose reasoning the template does not write
-follows the ``reasoning`` option of every renderer (refused, or dropped with ``"drop"``).
+calls the template drops. Where the template's text of the turn goes on from the prompt's
+text but not token by token, the turn is what the model samples after that prompt, as the
+specialised renderers train it: Qwen3.5's prompt ends ``<think>⏎`` and an empty think
+block's ``⏎⏎`` would swallow that newline; Nemotron-3's prompt opens ``<think>⏎`` where a
+turn without reasoning is written ``<think></think>`` (:meth:`TemplateRenderer._as_sampled`).
+A trained turn whose reasoning the template does not write follows the ``reasoning``
+option of every renderer (refused, or dropped with ``"drop"``).
 
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
@@ -262,7 +267,7 @@ class TemplateRenderer(Renderer):
         the prompt as the template writes it, so it starts the reasoning exactly when that
         prompt opens it; a Harmony template's prefill is gpt-oss's)."""
         chosen = self._with_options(self.options, options)
-        rendering = self._rendering(coerce_messages(messages), tools, chosen.kwargs, True)
+        rendering = self._rendering(_given_messages(messages), tools, chosen.kwargs, True)
         writer = rendering.writer(self.table)
         prefill = checked_prefill(prefill)
         if prefill:
@@ -280,7 +285,7 @@ class TemplateRenderer(Renderer):
         """Where this rendering's ids differ from tokenizing the raw template's output
         (``apply_chat_template(tokenize=True)``): empty when they are equal."""
         kwargs = self._with_options(self.options, options).kwargs
-        msgs = coerce_messages(messages)
+        msgs = _given_messages(messages)
         rendering = self._rendering(msgs, tools, kwargs, add_generation_prompt)
         found = rendering.differences
         if rendering.protected:
@@ -363,7 +368,7 @@ class TemplateRenderer(Renderer):
                 "the template renderer does not support train_end_of_turn=False or "
                 "attribution=True (a specialised renderer does)"
             )
-        msgs = coerce_messages(messages)
+        msgs = _given_messages(messages)
         if any(m.weight is not None for m in msgs):
             raise ValueError(
                 "the template renderer does not support per-message weights (weight, train "
@@ -439,10 +444,10 @@ class TemplateRenderer(Renderer):
             raise ValueError("train_on: no message is trained")
         kwargs = chosen.kwargs
         msgs, rendering, owners = self._without_lost_reasoning(msgs, trained, tools, chosen)
-        tokens = np.asarray(rendering.writer(self.table).ids(), dtype=np.int64)
-        ids = tokens.tolist()
-        weights = np.zeros(len(ids), dtype=np.float32)
         last = trained[-1]
+        ids, owners = self._as_sampled(msgs, last, tools, kwargs, rendering, owners)
+        tokens = np.asarray(ids, dtype=np.int64)
+        weights = np.zeros(len(ids), dtype=np.float32)
         for t in trained:
             start, end = self._turn_span(msgs, t, tools, kwargs, ids, owners, strict=t == last)
             weights[start:end] = 1.0
@@ -456,6 +461,49 @@ class TemplateRenderer(Renderer):
             turns=tuple(trained),
             num_messages=len(msgs),
         )
+
+    def _as_sampled(
+        self,
+        msgs: list[Message],
+        t: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        rendering: Rendering,
+        owners: Owners | None,
+    ) -> tuple[list[int], Owners | None]:
+        """The rendering's ids (and owners) with the last trained turn ``t`` as the model
+        samples it after its generation prompt, where the template's tokens do not extend
+        that prompt but its text does: the prompt ends inside a token the turn's text
+        shares (Qwen3.5's ``<think>⏎`` then ``⏎</think>`` of an empty think block, one
+        ``⏎⏎`` token in the template's text), or the prompt's text goes on with whitespace
+        after opening the reasoning where the turn has none (Nemotron-3's prompt
+        ``<think>⏎``, its turn ``<think></think>``: the model samples ``</think>`` after
+        the prompt). Then the prompt's ids come first and the template's text after the
+        point where the two texts part is tokenized on its own. Otherwise the ids are the
+        template's (and :func:`weights.turn_span` refuses a prefix that is not the
+        prompt)."""
+        ids = rendering.writer(self.table).ids()
+        prompt = self._ids(msgs[:t], tools, kwargs, True)
+        if ids[: len(prompt)] == prompt:
+            return ids, owners
+        before = self._rendering(msgs[:t], tools, kwargs, True, attribute=owners is not None)
+        k = common_prefix(before.text, rendering.text)
+        padding = before.text[k:]
+        if padding and (padding.strip() or not self._opens_reasoning(prompt)):
+            return ids, owners
+        tail = rendering.after(self.table, k)
+        if tail is None or before.writer(self.table).ids() != prompt:
+            return ids, owners
+        spliced = prompt + tail.writer(self.table).ids()
+        if owners is None:
+            return spliced, None
+        head = owners_of(before, self.table, t).message
+        rest = owners_of(tail, self.table, len(msgs)).message
+        return spliced, Owners(np.concatenate([head, rest]))
+
+    def _opens_reasoning(self, prompt: list[int]) -> bool:
+        """Whether the generation prompt ends inside the reasoning it opens."""
+        return self._parsing is not None and self._reasoning_start(prompt)[0]
 
     # -- the template ---------------------------------------------------------------------
 
@@ -784,6 +832,29 @@ class TemplateRenderer(Renderer):
         full = self.build_generation_prompt(messages, tools, prefill=prefill, **options)
         assert full[:end] == ids[:end], "a prefill changed the ids before the prompt"
         return full[end:]
+
+
+def _given_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+    """The messages as :func:`coerce_messages` reads them, except that an empty reasoning
+    string of an assistant message (``reasoning_content: ""``, or ``thinking: ""``) stays
+    an empty thinking part:
+    transformers passes it to the template, which may write it (gpt-oss's writes an empty
+    analysis message, where it writes none for absent reasoning)."""
+    given = list(messages)
+    out = coerce_messages(given)
+    for i, raw in enumerate(given):
+        if (
+            not isinstance(raw, Mapping)
+            or out[i].role != "assistant"
+            or out[i].thinking is not None
+        ):
+            continue
+        reasoning = raw.get("reasoning_content", raw.get("thinking"))
+        if reasoning == "" and isinstance(reasoning, str):
+            m = out[i]
+            parts = [ThinkingPart(""), *m.parts]
+            out[i] = Message(m.role, parts, m.name, m.tool_call_id, m.weight)
+    return out
 
 
 def _templates(value: Any) -> dict[str, str]:
