@@ -27,7 +27,7 @@ message; :func:`dsml_call` reads an ``invoke`` (``string="true"`` values are str
 
 Spans are token ranges found from byte offsets; a token holding the end of one structure
 and the start of the next (``>⏎<``) is in both. Streaming and one-shot parsing run the
-same steps (:meth:`DSMLParser._on_bytes`, :meth:`DSMLParser._on_token`,
+same steps (:meth:`DSMLParser._step`, :meth:`DSMLParser._on_token`,
 :meth:`DSMLParser._on_end`): a one-shot parse hands them whole runs of text.
 """
 
@@ -133,6 +133,7 @@ _INVOKE_STATE = "invoke"  # inside <｜DSML｜invoke ...> ... </｜DSML｜invoke
 # A tail of text that may still open a tag when ｜DSML｜ follows ("<", "</"), with the
 # blank line the format puts before a section.
 _OPENER_TAIL = re.compile(rb"\n{0,2}(?:</?)?\Z")
+_OPENER_TAIL_TEXT = re.compile(r"\n{0,2}(?:</?)?\Z")
 _OPENER_TAIL_MAX = 4
 _INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
@@ -181,7 +182,7 @@ class DSMLParser(StreamParser):
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
         """The one-shot parse: the same steps as streaming, each run of text handed to
-        :meth:`_on_bytes` whole (positions read from ``runs.byte_ends``). A run whose text
+        :meth:`_step` whole (positions read from ``runs.byte_ends``). A run whose text
         holds a replacement character (its bytes are not its text's) takes the general
         path."""
         texts = runs.texts
@@ -192,13 +193,13 @@ class DSMLParser(StreamParser):
         tokens = runs.tokens
         cuts = runs.cuts
         stop_ids = self._stop_ids
-        on_bytes = self._on_bytes
+        step = self._step
         stop = None
         for j, t in enumerate(tokens):
             cut = cuts[j]
             self._pos = cut
             if texts[j]:
-                on_bytes(texts[j].encode())
+                step(None, texts[j])
             if t in stop_ids:
                 self._on_end(cut, True)
                 stop = j
@@ -212,7 +213,7 @@ class DSMLParser(StreamParser):
         else:
             self._pos = runs.count
             if texts[-1]:
-                on_bytes(texts[-1].encode())
+                step(None, texts[-1])
             self._on_end(runs.count, False)
         self._ends = None
         return self._one_shot_result(runs, self.asm.parts, self.asm.spans, stop)
@@ -247,27 +248,66 @@ class DSMLParser(StreamParser):
             self._issue(at, _SECTION_TEXT)
             self.asm.open(TEXT, at)
 
-    def _content(self, data: bytes, base: int) -> None:
-        """Ordinary text of the text or section state, at ordinary-byte offset ``base``;
-        in a section, the whitespace between invokes is structure."""
+    def _content(self, data: bytes, after: int) -> None:
+        """Ordinary text of the text or section state, followed by ``after`` bytes of what
+        was read; in a section, the whitespace between invokes is structure."""
         if self._state == _SECTION and self.asm.kind is None:
             text = data.lstrip()
             if not text:
                 return
-            self._section_text(self._token_at_byte(base + len(data) - len(text)))
+            end = self._byte_end(self._pos - 1) - after
+            self._section_text(self._token_at_byte(end - len(text)))
             data = text
         self._decode(data)
 
     def _on_bytes(self, data: bytes) -> None:
-        base = self._byte_end(self._pos - 1) - len(data)
+        self._step(data, None)
+
+    def _step(self, data: bytes | None, text: str | None) -> None:
+        """A run of ordinary text or a piece of it: its bytes, or its text when the run
+        was decoded whole (a one-shot parse). Reasoning and the inside of an invoke are
+        written as they come; other text is read for the tags it may open."""
+        if self._tag is None:
+            state = self._state
+            if state == THINKING:
+                if text is None:
+                    self._decode(data or b"")
+                else:
+                    self.asm.write(text)
+                return
+            if state == _INVOKE_STATE and self._invoke_end is not None:
+                # After "</｜DSML｜": text that does not begin "invoke>" goes on the invoke.
+                need = _INVOKE_END[len(self._invoke_end) :]
+                head = (data or b"")[: len(need)] if text is None else text[: len(need)].encode()
+                if not need.startswith(head):
+                    self._invoke_end = None
+            if state == _INVOKE_STATE and self._invoke_end is None:
+                if text is None:
+                    assert data is not None
+                    self._decode(data)
+                    self._invoke_tail = (self._invoke_tail + data)[-2:]
+                else:
+                    self.asm.write(text)
+                    self._invoke_tail = (self._invoke_tail + text[-2:].encode())[-2:]
+                return
+            if state == TEXT and text is not None and not self._held:
+                # A run's text written but for a tail that may open a tag (ASCII).
+                tail = _OPENER_TAIL_TEXT.search(text, max(0, len(text) - _OPENER_TAIL_MAX))
+                assert tail is not None
+                self._held = tail.group().encode()
+                if tail.start():
+                    self.asm.write(text[: tail.start()])
+                return
+        if data is None:
+            data = (text or "").encode()
         while data:
             if self._tag is not None:
-                data, base = self._tag_bytes(data, base)
+                data = self._tag_bytes(data)
             elif self._state == THINKING:
                 self._decode(data)
                 return
             elif self._state == _INVOKE_STATE:
-                data, base = self._invoke_bytes(data, base)
+                data = self._invoke_bytes(data)
             else:
                 buf = self._held + data
                 # The tail is at most "\n\n</": only the last bytes can start it.
@@ -275,18 +315,18 @@ class DSMLParser(StreamParser):
                 assert match is not None
                 self._held = match.group()
                 if match.start():
-                    self._content(buf[: match.start()], base - (len(buf) - len(data)))
+                    self._content(buf[: match.start()], len(self._held))
                 return
 
     def _flush_held(self, pos: int) -> None:
         """Release the held text (before the token at ``pos``, which opens no tag)."""
         held, self._held = self._held, b""
         if held:
-            self._content(held, self._byte_end(pos - 1) - len(held))
+            self._content(held, 0)
         self._flush_pending()
 
-    def _tag_bytes(self, data: bytes, base: int) -> tuple[bytes, int]:
-        """Read a tag up to its ``>``; returns the bytes after it (and their offset)."""
+    def _tag_bytes(self, data: bytes) -> bytes:
+        """Read a tag up to its ``>``; returns the bytes after it."""
         end = data.find(b">")
         chunk = data if end == -1 else data[: end + 1]
         self._tag_text += chunk
@@ -294,12 +334,13 @@ class DSMLParser(StreamParser):
         if end == -1:
             if len(tag) > _MAX_TAG or b"\n" in tag:
                 self._not_a_tag()
-            return b"", base + len(data)
+            return b""
         if len(tag) - 1 > _MAX_TAG:  # however the bytes came (in one chunk or many)
             self._not_a_tag()
         else:
-            self._end_tag(tag[:-1], self._token_at_byte(base + end) + 1)
-        return data[end + 1 :], base + end + 1
+            at = self._byte_end(self._pos - 1) - len(data) + end  # where ">" is
+            self._end_tag(tag[:-1], self._token_at_byte(at) + 1)
+        return data[end + 1 :]
 
     def _end_tag(self, name: bytes, end: int) -> None:
         assert self._tag is not None
@@ -342,7 +383,7 @@ class DSMLParser(StreamParser):
         self._decode(text)
         self._flush_pending()
 
-    def _invoke_bytes(self, data: bytes, base: int) -> tuple[bytes, int]:
+    def _invoke_bytes(self, data: bytes) -> bytes:
         """Bytes of an open invoke; returns what follows its end tag, if it ended."""
         consumed = data
         if self._invoke_end is not None:
@@ -353,15 +394,16 @@ class DSMLParser(StreamParser):
                     self._decode(consumed)
                     self._flush_pending()
                     self._invoke_end = None
-                    self.asm.close(self._token_at_byte(base + k) + 1, build=self._build)
+                    at = self._byte_end(self._pos - 1) - len(data) + k  # where ">" is
+                    self.asm.close(self._token_at_byte(at) + 1, build=self._build)
                     self._state = _SECTION
-                    return data[k + 1 :], base + k + 1
+                    return data[k + 1 :]
                 if not _INVOKE_END.startswith(self._invoke_end):
                     self._invoke_end = None
                     break
         self._decode(consumed)
         self._invoke_tail = (self._invoke_tail + consumed)[-2:]
-        return b"", base + len(data)
+        return b""
 
     # -- structure ------------------------------------------------------------------------
 
@@ -423,7 +465,7 @@ class DSMLParser(StreamParser):
         if state == TEXT and before.endswith(b"\n\n"):
             before = before[:-2]  # the blank line before a section is structure
         if before:
-            self._content(before, self._byte_end(pos - 1) - len(held))
+            self._content(before, len(held) - len(before))
         self._flush_pending()
         start = self._token_at_byte(self._byte_end(pos - 1) - len(opener))
         self._tag = (closing, start, held[len(before) :] if before else held)
