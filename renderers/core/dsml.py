@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -142,43 +143,22 @@ _ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips: whitespace betwee
 _SECTION_TEXT = "text inside the tool-call section (kept as text)"
 
 
-class DSMLParser(StreamParser):
-    """Completions of a :class:`DSMLGrammar`: reasoning (from the start in thinking mode),
-    text and tool-call sections, in any order.
+class _WholeRuns(StreamParser):
+    """A byte-offset parser whose one-shot parse hands its streaming step,
+    :meth:`_step`, whole runs of decoded text (and its token hooks the structural ids
+    between them), so the two paths run the same grammar."""
 
-    ``｜DSML｜`` is a control token, the ``<``/``</`` before it and the tag after it are
-    text: text that may open a tag is held back until the next token says whether it
-    does, and a tag is read up to its ``>``. Positions inside runs of text come from byte
-    offsets.
-    """
-
-    def __init__(self, table: TokenTable, grammar: DSMLGrammar, events: bool) -> None:
-        g = grammar
-        super().__init__(
-            table,
-            structural=(g.think, g.think_end, g.dsml, *g.ends_message),
-            stop_ids=g.stop,
-            events=events,
-            byte_offsets=True,
-        )
-        self._g = grammar
-        self._build = grammar.build_call
-        self._ends_turn = frozenset(g.ends_message)
-        self._dsml_text = DSML.encode()
-        self._state = THINKING if g.reasoning_first else TEXT
-        self._held = b""  # TEXT/SECTION: text that may open a tag
-        # After "<｜DSML｜" or "</｜DSML｜": (closing, token of "<", the text it replaced).
-        self._tag: tuple[bool, int, bytes] | None = None
-        self._tag_text = b""
-        self._invoke_tail = b""  # INVOKE: the last bytes of the open segment
-        self._invoke_end: bytes | None = None  # INVOKE: bytes after "</｜DSML｜" so far
+    def __init__(self, table: TokenTable, **options: Any) -> None:
+        super().__init__(table, byte_offsets=True, **options)
         self._ends: np.ndarray | None = None  # a one-shot parse: each token's byte end
-        if g.reasoning_first:
-            self.asm.open(THINKING, 0, explicit=True)
-        else:
-            self.asm.open(TEXT, 0)
 
-    # -- one shot -------------------------------------------------------------------------
+    def _step(self, data: bytes | None, text: str | None) -> None:
+        """A run of ordinary text or a piece of it: its bytes (streaming), or its text
+        when the run was decoded whole (a one-shot parse)."""
+        raise NotImplementedError
+
+    def _on_bytes(self, data: bytes) -> None:
+        self._step(data, None)
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
         """The one-shot parse: the same steps as streaming, each run of text handed to
@@ -193,6 +173,7 @@ class DSMLParser(StreamParser):
         tokens = runs.tokens
         cuts = runs.cuts
         stop_ids = self._stop_ids
+        eos_ids = self._eos_ids
         step = self._step
         stop = None
         for j, t in enumerate(tokens):
@@ -200,7 +181,7 @@ class DSMLParser(StreamParser):
             self._pos = cut
             if texts[j]:
                 step(None, texts[j])
-            if t in stop_ids:
+            if t in stop_ids or t in eos_ids:
                 self._on_end(cut, True)
                 stop = j
                 break
@@ -229,6 +210,41 @@ class DSMLParser(StreamParser):
         if ends is None:
             return super()._byte_end(k)
         return int(ends[min(k, self._pos - 1)]) if k >= 0 else 0
+
+
+class DSMLParser(_WholeRuns):
+    """Completions of a :class:`DSMLGrammar`: reasoning (from the start in thinking mode),
+    text and tool-call sections, in any order.
+
+    ``｜DSML｜`` is a control token, the ``<``/``</`` before it and the tag after it are
+    text: text that may open a tag is held back until the next token says whether it
+    does, and a tag is read up to its ``>``. Positions inside runs of text come from byte
+    offsets.
+    """
+
+    def __init__(self, table: TokenTable, grammar: DSMLGrammar, events: bool) -> None:
+        g = grammar
+        super().__init__(
+            table,
+            structural=(g.think, g.think_end, g.dsml, *g.ends_message),
+            stop_ids=g.stop,
+            events=events,
+        )
+        self._g = grammar
+        self._build = grammar.build_call
+        self._ends_turn = frozenset(g.ends_message)
+        self._dsml_text = DSML.encode()
+        self._state = THINKING if g.reasoning_first else TEXT
+        self._held = b""  # TEXT/SECTION: text that may open a tag
+        # After "<｜DSML｜" or "</｜DSML｜": (closing, token of "<", the text it replaced).
+        self._tag: tuple[bool, int, bytes] | None = None
+        self._tag_text = b""
+        self._invoke_tail = b""  # INVOKE: the last bytes of the open segment
+        self._invoke_end: bytes | None = None  # INVOKE: bytes after "</｜DSML｜" so far
+        if g.reasoning_first:
+            self.asm.open(THINKING, 0, explicit=True)
+        else:
+            self.asm.open(TEXT, 0)
 
     # -- text -----------------------------------------------------------------------------
 
@@ -260,13 +276,9 @@ class DSMLParser(StreamParser):
             data = text
         self._decode(data)
 
-    def _on_bytes(self, data: bytes) -> None:
-        self._step(data, None)
-
     def _step(self, data: bytes | None, text: str | None) -> None:
-        """A run of ordinary text or a piece of it: its bytes, or its text when the run
-        was decoded whole (a one-shot parse). Reasoning and the inside of an invoke are
-        written as they come; other text is read for the tags it may open."""
+        """Reasoning and the inside of an invoke are written as they come; other text is
+        read for the tags it may open."""
         if self._tag is None:
             state = self._state
             if state == THINKING:
