@@ -397,24 +397,21 @@ class DSMLParser(_WholeRuns):
 
     def _invoke_bytes(self, data: bytes) -> bytes:
         """Bytes of an open invoke; returns what follows its end tag, if it ended."""
-        consumed = data
-        if self._invoke_end is not None:
-            for k in range(len(data)):
-                self._invoke_end += data[k : k + 1]
-                if self._invoke_end == _INVOKE_END:
-                    consumed = data[: k + 1]
-                    self._decode(consumed)
-                    self._flush_pending()
-                    self._invoke_end = None
-                    at = self._byte_end(self._pos - 1) - len(data) + k  # where ">" is
-                    self.asm.close(self._token_at_byte(at) + 1, build=self._build)
-                    self._state = _SECTION
-                    return data[k + 1 :]
-                if not _INVOKE_END.startswith(self._invoke_end):
-                    self._invoke_end = None
-                    break
-        self._decode(consumed)
-        self._invoke_tail = (self._invoke_tail + consumed)[-2:]
+        pending = self._invoke_end
+        if pending is not None:
+            need = _INVOKE_END[len(pending) :]
+            if data.startswith(need):  # the end tag
+                n = len(need)
+                self._decode(data[:n])
+                self._flush_pending()
+                self._invoke_end = None
+                at = self._byte_end(self._pos - 1) - len(data) + n - 1  # where ">" is
+                self.asm.close(self._token_at_byte(at) + 1, build=self._build)
+                self._state = _SECTION
+                return data[n:]
+            self._invoke_end = pending + data if need.startswith(data) else None
+        self._decode(data)
+        self._invoke_tail = (self._invoke_tail + data)[-2:]
         return b""
 
     # -- structure ------------------------------------------------------------------------
