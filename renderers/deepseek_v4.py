@@ -52,11 +52,12 @@ Jinja template added later is documented as equivalent to it) writes::
 - **Reasoning effort** (thinking mode): ``"high"`` and ``"max"`` put the encoder's effort
   instruction before the first message; ``None`` and ``"low"`` put nothing.
 
-Parsing: parts in sampled order. Reasoning ends at ``</think>``; ``｜DSML｜`` inside
+Parsing (the DSML grammar, :mod:`renderers.core.dsml`; thinking mode starts inside the
+reasoning): parts in sampled order. Reasoning ends at ``</think>``; ``｜DSML｜`` inside
 reasoning is reasoning text (a drafted call is not a call). The text before a section
-loses the blank line the format puts there. Each ``invoke`` is a
-:class:`ToolCallPart` (arguments: a JSON object, ``string="true"`` values as strings, the
-others kept as sampled) or, when it does not follow the grammar or was cut off, an
+loses the blank line the format puts there. Each ``invoke`` is a :class:`ToolCallPart`
+(arguments: a JSON object, ``string="true"`` values as strings, the others kept as
+sampled) or, when it does not follow the grammar or was cut off, an
 :class:`UnparsedToolCallPart` holding its text with ``｜DSML｜`` spelled out. Spans are
 token ranges; a token holding the end of one structure and the start of the next
 (``>⏎<``) is in both. A control token out of place is kept as text with an issue.

@@ -139,7 +139,6 @@ _OPENER_TAIL_MAX = 4
 _INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
 _INVOKE_END = b"invoke>"
-_ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips: whitespace between invokes
 _SECTION_TEXT = "text inside the tool-call section (kept as text)"
 
 
