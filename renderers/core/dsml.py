@@ -56,8 +56,6 @@ __all__ = ["DSML", "DSMLGrammar", "DSMLParser", "dsml_call"]
 
 DSML = "｜DSML｜"
 """The control token that opens every DSML tag (after ``<`` or ``</``)."""
-THINK = "<think>"
-THINK_END = "</think>"
 
 
 _INVOKE = re.compile(r'invoke name="([^"\n]*)">\n')
@@ -440,14 +438,16 @@ class DSMLParser(_WholeRuns):
             self._flush_held(pos)
             if token_id == g.think:
                 if self._state == _SECTION:
-                    self._issue(pos, f"{THINK} inside a tool-call section (the section ends)")
+                    name = self._table.control_text(token_id)
+                    self._issue(pos, f"{name} inside a tool-call section (the section ends)")
                 self.asm.close(pos)
                 self._state = THINKING
                 self.asm.open(THINKING, pos, explicit=True)
             else:  # </think> without an open think block
-                self._issue(pos, f"{THINK_END} without an open think block (kept as text)")
+                name = self._table.control_text(token_id) or ""
+                self._issue(pos, f"{name} without an open think block (kept as text)")
                 self._section_text(pos)
-                self._on_text(THINK_END)
+                self._on_text(name)
 
     def _on_dsml(self, pos: int) -> None:
         state = self._state
