@@ -200,7 +200,12 @@ class _WholeRuns(StreamParser):
         ends = self._ends
         if ends is None:
             return super()._token_at_byte(offset)
-        return max(0, min(int(ends.searchsorted(offset, "right")), self._pos - 1))
+        k = self._pos - 1  # the token holding the offset is most often one of the last
+        for _ in range(4):
+            if k <= 0 or ends[k - 1] <= offset:
+                return max(k, 0)
+            k -= 1
+        return max(0, min(int(ends.searchsorted(offset, "right")), k))
 
     def _byte_end(self, k: int) -> int:
         ends = self._ends
@@ -347,11 +352,11 @@ class DSMLParser(_WholeRuns):
         if len(tag) - 1 > _MAX_TAG:  # however the bytes came (in one chunk or many)
             self._not_a_tag()
         else:
-            at = self._byte_end(self._pos - 1) - len(data) + end  # where ">" is
-            self._end_tag(tag[:-1], self._token_at_byte(at) + 1)
+            self._end_tag(tag[:-1], self._byte_end(self._pos - 1) - len(data) + end)
         return data[end + 1 :]
 
-    def _end_tag(self, name: bytes, end: int) -> None:
+    def _end_tag(self, name: bytes, at: int) -> None:
+        """The tag ``name`` read, its ``>`` at ordinary-byte offset ``at``."""
         assert self._tag is not None
         closing, start, _ = self._tag
         asm = self.asm
@@ -376,7 +381,7 @@ class DSMLParser(_WholeRuns):
             self._tag = None
             asm.close(start)
             self._state = TEXT
-            asm.open(TEXT, end)
+            asm.open(TEXT, self._token_at_byte(at) + 1)
         else:
             self._not_a_tag()
 
