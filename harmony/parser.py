@@ -8,10 +8,12 @@ Structure comes from control-token ids; only the header between ``<|start|>`` an
          +-------------------------------------------------------------------------------+
 
 :class:`HarmonyMachine` is fed decoded text runs and control tokens and reports to a
-:class:`MessageSink` (``begin(header)``, ``body(text)``, ``close(...)``). The same machine
-drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage` objects)
-and the gpt-oss renderer's parser (a sink building message parts). Decoding, id
-validation and the batch fast path come from :class:`renderers.core.parsing.StreamParser`.
+:class:`MessageSink` (``begin(header)``, ``body(text)``, ``close(...)``). It is the one
+description of the grammar: the same transitions read a whole completion and one fed in
+pieces. It drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage`
+objects) and :class:`harmony.parts.HarmonyPartsParser` (a sink building message parts:
+gpt-oss and Harmony chat templates). Decoding, id validation and how ids are fed come
+from :class:`renderers.core.parsing.StreamParser`.
 
 Lenient (default) parsing accepts what models sample and repairs what they break; strict
 parsing accepts only the canonical form the renderer writes and raises
@@ -52,7 +54,6 @@ __all__ = [
     "MessageFinished",
     "MessageSink",
     "MessageStarted",
-    "PlannedMessage",
 ]
 
 
@@ -345,18 +346,6 @@ _KEPT_HEADERS: dict[tuple[Any, ...], tuple[Header, str | None, tuple[Problem, ..
 # -- the state machine -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedMessage:
-    """One message of :meth:`HarmonyMachine.plan`: its header, its body text, where it
-    ends (exclusive), its end token's name, and whether the input was cut off in it."""
-
-    header: Header
-    body: str
-    end: int
-    end_token: str | None
-    truncated: bool
-
-
 _EXPECT_START, _HEADER, _BODY, _HALTED = 0, 1, 2, 3
 
 
@@ -449,79 +438,6 @@ class HarmonyMachine:
     def halt(self) -> None:
         """Ignore all further input (the driver stopped reading)."""
         self._state = _HALTED
-
-    def plan(
-        self,
-        texts: Sequence[str],
-        tokens: Sequence[int],
-        cuts: Sequence[int],
-        count: int,
-        stops: frozenset[int],
-    ) -> tuple[list[PlannedMessage], int | None] | None:
-        """A whole input read at once, for a one-shot parse: ``texts[j]`` is the text
-        before control token ``tokens[j]`` (at ``cuts[j]``), ``texts[-1]`` the text after
-        the last, ``count`` ids in all, and ``stops`` the ids that end the input. Returns
-        the messages (in canonical shape: headers the machine reads without a problem it
-        reports, a body ended by its end token, or cut off) and the index in ``tokens`` of
-        the stop token if one ended the input; ``None`` for anything else, which
-        :meth:`token` and :meth:`end` report. The machine itself is left unchanged."""
-        tk = self._tk
-        ends = self._ends
-        if self._state != _HEADER or self._stray:
-            return None
-        kinds = list(self._kinds)
-        segments = ["".join(chunks) for chunks in self._texts]
-        marks = list(self._marks)
-        given = self._given
-        state = _HEADER
-        header: Header | None = None
-        messages: list[PlannedMessage] = []
-        for j, t in enumerate(tokens):
-            pos = cuts[j]
-            text = texts[j]
-            if state == _HEADER:
-                segments[-1] += text
-            elif text and state == _EXPECT_START:
-                return None  # text between messages
-            end_name = ends.get(t)
-            if end_name is not None or t in stops:
-                if state == _BODY:
-                    assert header is not None
-                    messages.append(PlannedMessage(header, text, pos + 1, end_name, False))
-                    state = _EXPECT_START
-                elif state == _HEADER or end_name is not None:
-                    return None
-                if t in stops:
-                    return messages, j
-            elif t == tk.message and state == _HEADER:
-                header, body, problems = read_header(
-                    kinds,
-                    segments,
-                    marks,
-                    role=given,
-                    default_role=self._default_role,
-                    valid_channels=self._valid_key,
-                    missing_message=False,
-                )
-                if body or header.stray or any(self._strict or not s for _, s, _ in problems):
-                    return None  # (a strict machine raises on the silent ones too)
-                state = _BODY
-            elif t == tk.start and state == _EXPECT_START:
-                state, given, kinds, segments, marks = _HEADER, None, [_ROLE], [""], [pos]
-            elif (t == tk.channel or t == tk.constrain) and state == _HEADER:
-                kinds.append(_CHANNEL if t == tk.channel else _CONSTRAIN)
-                segments.append("")
-                marks.append(pos)
-            else:
-                return None
-        if state == _HEADER:
-            return None
-        if state == _BODY:
-            assert header is not None
-            messages.append(PlannedMessage(header, texts[-1], count, None, True))
-        elif texts[-1]:
-            return None
-        return messages, None
 
     # -- input -------------------------------------------------------------------------------
 
