@@ -42,6 +42,8 @@ name is rendered as ``functions.NAME``). Arguments that should be JSON and are n
 calls cut off by the end of the ids, become ``UnparsedToolCallPart``. Both recipient
 positions (before or after ``<|channel|>``) and the malformations :mod:`harmony.parser`
 repairs are accepted; a non-assistant message in the completion ends the message there.
+The parser is Harmony's own (:class:`harmony.parts.HarmonyPartsParser`) run on the grammar
+record :class:`harmony.parts.HarmonyGrammar` of the tokenizer's control ids.
 
 Reasoning follows the library's one rule: analysis of untrained turns is rendered as the
 template does (dropped before the last answer; in the ``"harmony"`` dialect as
@@ -98,7 +100,6 @@ Divergences from both, on purpose:
 from __future__ import annotations
 
 import datetime
-import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,11 +116,11 @@ from harmony import (
     HarmonyEncoding,
     HarmonyMessage,
     SystemContent,
-    ToolDescription,
     ToolNamespace,
     drop_analysis,
     functions_namespace,
 )
+from harmony.chat_template import template_functions, tojson
 from harmony.parts import (
     HarmonyGrammar,
     HarmonyPartsParser,
@@ -188,116 +189,6 @@ class GptOssOptions:
     def __post_init__(self) -> None:
         # A list given for a list option is kept as a tuple (options are hashable).
         object.__setattr__(self, "required_channels", tuple(self.required_channels))
-
-
-# -- the template's TypeScript (a port of its Jinja macros) ------------------------------
-
-
-_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _tojson(value: Any) -> str:
-    """The template's ``tojson`` filter (transformers': non-ASCII kept, default separators)."""
-    return _TOJSON(value)
-
-
-def _concat(value: Any) -> str:
-    """``"..." + value`` in the template: strings as is; the template fails on other values,
-    we write them as JSON."""
-    return value if isinstance(value, str) else _tojson(value)
-
-
-_NESTED = "\n" + " " * 16  # the template's indentation leaking into nested object types
-
-
-def _template_type(spec: Any) -> str:
-    """The template's ``render_typescript_type`` macro, quirks included."""
-    if not isinstance(spec, Mapping):
-        return "any"
-    kind = spec.get("type")
-    if kind == "array":
-        items = spec.get("items")
-        if items and isinstance(items, Mapping):
-            item_kind = items.get("type")
-            if item_kind == "string":
-                out = "string[]"
-            elif item_kind in ("number", "integer"):
-                out = "number[]"
-            elif item_kind == "boolean":
-                out = "boolean[]"
-            else:
-                inner = _template_type(items)
-                out = "any[]" if inner == "object | object" or len(inner) > 50 else inner + "[]"
-        else:
-            out = "any[]"
-        return out + " | null" if spec.get("nullable") else out
-    if isinstance(kind, list) and kind:
-        return " | ".join(map(str, kind)) if len(kind) > 1 else str(kind[0])
-    one_of = spec.get("oneOf")
-    if one_of and isinstance(one_of, list):
-        # The macro's "has object variants" flag is set inside a loop and never leaves it
-        # (Jinja scoping), so every oneOf is written out variant by variant.
-        out = ""
-        for k, variant in enumerate(one_of):
-            out += _template_type(variant)
-            if isinstance(variant, Mapping):
-                if variant.get("description"):
-                    out += "// " + str(variant["description"])
-                if "default" in variant:
-                    out += " " * 20 + "// default: " + _tojson(variant["default"])
-            if k < len(one_of) - 1:
-                out += " | \n"
-        return out
-    if kind == "string":
-        enum = spec.get("enum")
-        if enum and isinstance(enum, list):
-            return '"' + '" | "'.join(map(str, enum)) + '"'
-        return "string | null" if spec.get("nullable") else "string"
-    if kind in ("number", "integer"):
-        return "number"
-    if kind == "boolean":
-        return "boolean"
-    if kind == "object":
-        properties = spec.get("properties")
-        if not properties or not isinstance(properties, Mapping):
-            return "object"
-        required = spec.get("required") or []
-        fields = [
-            name + ("" if name in required else "?") + ": " + _NESTED + _template_type(prop)
-            for name, prop in properties.items()
-        ]
-        return "{\n" + ", ".join(fields) + "}"
-    return "any"
-
-
-def _template_functions(tools: Sequence[ToolDescription]) -> str:
-    """The template's ``render_tool_namespace("functions", tools)`` macro."""
-    out = "## functions\n\nnamespace functions {\n\n"
-    for tool in tools:
-        out += "// " + tool.description + "\n" + "type " + tool.name + " = "
-        params = tool.parameters
-        properties = params.get("properties") if params else None
-        if not properties or not isinstance(properties, Mapping):
-            out += "() => any;\n\n"
-            continue
-        assert params is not None
-        required = params.get("required") or []
-        out += "(_: {\n"
-        for name, spec in properties.items():
-            spec = spec if isinstance(spec, Mapping) else {}
-            if spec.get("description"):
-                out += "// " + str(spec["description"]) + "\n"
-            out += name + ("" if name in required else "?") + ": " + _template_type(spec)
-            if "default" in spec:
-                if spec.get("enum"):
-                    out += ", // default: " + _concat(spec["default"])
-                elif spec.get("oneOf"):
-                    out += "// default: " + _concat(spec["default"])
-                else:
-                    out += ", // default: " + _tojson(spec["default"])
-            out += ",\n"
-        out += "}) => any;\n\n"
-    return out + "} // namespace functions"
 
 
 # -- conversation -> Harmony messages ------------------------------------------------------
@@ -406,7 +297,7 @@ class _Conversion:
                 "the result after the call; give the message a name)"
             )
         text = plain_text(m, i, "gpt_oss")
-        body = _tojson(text) if self.template else text
+        body = tojson(text) if self.template else text
         self.items.append(
             _Item("tool", recipient_of(name), body, "commentary", "assistant", None, i)
         )
@@ -529,7 +420,7 @@ class GptOssRenderer(Renderer):
             if template:
                 text = f"# Instructions\n\n{instructions}\n\n" if instructions else ""
                 if functions is not None:
-                    text += "# Tools\n\n" + _template_functions(functions.tools)
+                    text += "# Tools\n\n" + template_functions(functions.tools)
                 developer = HarmonyMessage("developer", text)
             else:
                 developer = HarmonyMessage(
