@@ -326,6 +326,7 @@ def read_header(
             _KEPT_HEADERS.clear()
         _KEPT_HEADERS[key] = read
     header, body, problems = read
+    stray = header.stray
     placed = Header(
         header.role,
         header.name,
@@ -333,8 +334,10 @@ def read_header(
         header.recipient,
         header.content_type,
         marks[header.start],
-        tuple((marks[i], text) for i, text in header.stray) if header.stray else (),
+        tuple((marks[i], text) for i, text in stray) if stray else stray,
     )
+    if not problems:
+        return placed, body, []
     return placed, body, [(marks[i], silent, message) for i, silent, message in problems]
 
 
@@ -373,6 +376,7 @@ class HarmonyMachine:
         "_valid",
         "_valid_key",
         "_write",
+        "at",
     )
 
     def __init__(
@@ -400,6 +404,8 @@ class HarmonyMachine:
         self._role = self._default_role
         self._stray: list[str] = []
         self._after = 0  # the position after the last control token
+        self.at = 0
+        """The position of the control token (or of the end) being read."""
         self._given: str | None = None
         self._kinds: list[int] = []
         self._texts: list[list[str]] = []
@@ -453,6 +459,7 @@ class HarmonyMachine:
 
     def token(self, t: int, pos: int) -> None:
         """A control token at position ``pos``."""
+        self.at = pos
         if self._stray:
             self._resolve_stray(pos)
         self._after = pos + 1
@@ -535,6 +542,7 @@ class HarmonyMachine:
         if stop is not None and stop in self._ends:
             self.token(stop, pos)
             return
+        self.at = pos
         if self._stray:
             self._resolve_stray(pos)
         state = self._state
@@ -595,12 +603,6 @@ class HarmonyMachine:
             missing_message=missing_message,
         )
 
-    def _parse(self, missing_message: bool) -> tuple[Header, str | None]:
-        header, body, problems = self._read_header(missing_message)
-        for pos, silent, message in problems:
-            self._problem(pos, silent, message)
-        return header, body
-
     def _header_body(self) -> str:
         """The text of the open header that a header cannot hold (the body it ran into)."""
         return self._read_header(missing_message=True)[1] or ""
@@ -608,7 +610,9 @@ class HarmonyMachine:
     def _open_body(self, pos: int, missing_message: bool) -> str | None:
         """End the header at the control token at ``pos`` and start the body; returns body
         text the header ran into (it was sampled after the last header segment's mark)."""
-        header, body = self._parse(missing_message)
+        header, body, problems = self._read_header(missing_message)
+        for at, silent, message in problems:
+            self._problem(at, silent, message)
         if header.stray:
             header = replace(header, body_start=self._marks[-1] if missing_message else pos)
         self._state = _BODY

@@ -35,6 +35,7 @@ from renderers.core.parsing import (
     TEXT,
     THINKING,
     TOOL_CALL,
+    BatchRuns,
     Event,
     ParseResult,
     StreamParser,
@@ -213,9 +214,8 @@ class HarmonyPartsParser(StreamParser):
             spell=table.control_text,
             valid_channels=grammar.valid_channels,
         )
-        self._token = self.machine.token
+        self._on_token = self.machine.token  # type: ignore[method-assign,assignment]
         self._on_text = self.machine.text  # type: ignore[method-assign]
-        self._at = 0
         # The ids of the chunk being fed, and of a header that began in an earlier chunk:
         # a header turning out to be another role's moves its ids to the trailing ids.
         self._chunk: Sequence[int] | np.ndarray[Any, Any] = ()
@@ -238,12 +238,33 @@ class HarmonyPartsParser(StreamParser):
                 self._stash += _as_list(token_ids)
         return events
 
-    def _on_token(self, token_id: int, pos: int) -> None:
-        self._at = pos
-        self._token(token_id, pos)
+    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
+        """A whole completion read by the same steps as fed ids (the machine's ``text`` and
+        the engine's structural-token step), over its runs decoded at once."""
+        self._chunk = runs.ids  # (base 0) for cut()
+        on_text, on_token = self.machine.text, self.machine.token
+        ends = self._stop_ids | self._eos_ids
+        texts, cuts = runs.texts, runs.cuts
+        for j, t in enumerate(runs.tokens):
+            if texts[j]:
+                on_text(texts[j])
+            if t in ends:
+                self._pos = cuts[j]
+                self._structural_token(t)  # the engine's own end of a message
+            else:
+                on_token(t, cuts[j])
+                if not self._done:
+                    continue
+                self._trailing.append(t)  # another role's message: it trails
+            self._trail(runs.ids[cuts[j] + 1 :])
+            break
+        else:
+            if texts[-1]:
+                on_text(texts[-1])
+        self._pos = runs.count
+        return self.finish()
 
     def _on_end(self, pos: int, stopped: bool) -> None:
-        self._at = pos
         if not stopped:
             # finish(): every fed id is in the stash already if a header is open.
             self._chunk, self._chunk_base = (), pos
@@ -252,7 +273,7 @@ class HarmonyPartsParser(StreamParser):
     def cut(self, header: Header) -> None:
         """End the assistant's message where ``header``'s message (another role's) began;
         its ids become trailing ids."""
-        start, base, at = header.start, self._chunk_base, self._at
+        start, base, at = header.start, self._chunk_base, self.machine.at
         self._issue(
             start, f"a {header.role} message in the completion: the assistant's message ends here"
         )
