@@ -230,18 +230,22 @@ class HarmonyPartsParser(StreamParser):
         # a header can neither begin nor continue there.
         self._chunk, self._chunk_base = token_ids, self._pos
         events = super()._feed(token_ids)
+        self._keep_header_ids()
+        return events
+
+    def _keep_header_ids(self) -> None:
+        """After a chunk: the ids of a header still open, for :meth:`cut`."""
         if self.machine.in_header and not self._done:
             start, base = self.machine.header_start, self._chunk_base
             if start >= base:
-                self._stash = _as_list(token_ids[start - base :])
+                self._stash = _as_list(self._chunk[start - base :])
             else:
-                self._stash += _as_list(token_ids)
-        return events
+                self._stash += _as_list(self._chunk)
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
         """A whole completion read by the same steps as fed ids (the machine's ``text`` and
         the engine's structural-token step), over its runs decoded at once."""
-        self._chunk = runs.ids  # (base 0) for cut()
+        self._chunk, self._chunk_base = runs.ids, 0  # for cut()
         on_text, on_token = self.machine.text, self.machine.token
         ends = self._stop_ids | self._eos_ids
         texts, cuts = runs.texts, runs.cuts
@@ -261,6 +265,7 @@ class HarmonyPartsParser(StreamParser):
         else:
             if texts[-1]:
                 on_text(texts[-1])
+            self._keep_header_ids()
         self._pos = runs.count
         return self.finish()
 

@@ -841,6 +841,25 @@ def test_another_roles_message_ends_the_completion(r: GptOssRenderer, tok: Any) 
         assert all(type(t) is int for t in parsed.trailing_ids)
 
 
+def test_another_roles_message_cut_off_at_the_end_trails(r: GptOssRenderer, tok: Any) -> None:
+    """A completion long enough to be parsed whole that ends inside another role's message
+    (its header ran into text): that message's ids trail, as when the ids are fed."""
+    text = (
+        "<|channel|>analysis<|message|>"
+        + "lorem ipsum dolor " * 40
+        + "<|end|><|start|>user Hello there, how are you?"
+    )
+    ids = ids_of(tok, text)
+    start = ids.index(r.tokens.start)
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    fed = parser.finish()
+    assert list(fed.trailing_ids) == ids[start:]
+    assert r.parse_response(ids) == fed
+    assert r.parse_response(np.array(ids)) == fed
+
+
 @pytest.mark.parametrize("name", sorted(LENIENT))
 def test_malformed_completions_are_data(name: str, r: GptOssRenderer, tok: Any) -> None:
     text, expected, issues, _ = LENIENT[name]
