@@ -595,7 +595,7 @@ class HarmonyMachine:
     def _read_header(self, missing_message: bool) -> tuple[Header, str | None, list[Problem]]:
         return read_header(
             self._kinds,
-            ["".join(chunks) for chunks in self._texts],
+            list(map("".join, self._texts)),
             self._marks,
             role=self._given,
             default_role=self._default_role,
