@@ -244,7 +244,10 @@ class HarmonyPartsParser(StreamParser):
 
     def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
         """A whole completion read by the same steps as fed ids (the machine's ``text`` and
-        the engine's structural-token step), over its runs decoded at once."""
+        ``token``, the engine's structural-token step for the end), over its runs decoded
+        at once: a driver, no second grammar. It walks the runs as the engine walks a fed
+        chunk, without the per-run decoding calls; an engine-wide one-shot driver of the
+        format hooks would make it unnecessary."""
         self._chunk, self._chunk_base = runs.ids, 0  # for cut()
         on_text, on_token = self.machine.text, self.machine.token
         ends = self._stop_ids | self._eos_ids
