@@ -1,13 +1,14 @@
 """Parsing by a :class:`~renderers.template.spec.FormatSpec`, with the existing parsers:
 :class:`~renderers.core.grammars.TaggedParser` (or its bare-JSON variant) for think blocks
-and tool calls in tags, and the parsers of the specialised modules for the DeepSeek, Kimi
-and Harmony grammars."""
+and tool calls in tags, :class:`~harmony.parts.HarmonyPartsParser` for Harmony's grammar,
+and the parsers of the specialised modules for the DeepSeek and Kimi grammars."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harmony.parts import HarmonyGrammar, HarmonyPartsParser, harmony_grammar
 from renderers.core.grammars import (
     BareJsonParser,
     TaggedParser,
@@ -18,7 +19,6 @@ from renderers.core.grammars import (
 from renderers.core.parsing import StreamParser
 from renderers.core.tokens import TokenTable
 from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Options, DeepSeekV31Renderer
-from renderers.gpt_oss import GptOssRenderer
 from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer
 from renderers.rendering import Renderer
 from renderers.template.spec import TAGGED, FormatSpec
@@ -28,8 +28,8 @@ __all__ = ["SpecParsing"]
 
 class SpecParsing:
     """A spec resolved against a tokenizer's vocabulary: the parser it runs, its stop ids,
-    its think token. Grammars of a format with a specialised module (DeepSeek, Kimi,
-    Harmony) run that module's parser."""
+    its think token. Harmony's grammar is a record (``harmony``) its parser runs; grammars
+    of a format with a specialised module (DeepSeek, Kimi) run that module's parser."""
 
     def __init__(self, spec: FormatSpec, tokenizer: Any, table: TokenTable) -> None:
         self.table = table
@@ -49,8 +49,16 @@ class SpecParsing:
         self.think = think[0]
         self.delegate: Renderer | None = None
         self.grammar: TagGrammar | None = None
+        self.harmony: HarmonyGrammar | None = None
         syntax = spec.tool_calls
-        if syntax in ("deepseek_v3", "deepseek_v3.1", "kimi", "harmony"):
+        if syntax == "harmony":
+            try:
+                self.harmony = harmony_grammar(table)
+            except KeyError as exc:
+                raise ValueError(f"spec.tool_calls='harmony': {exc.args[0]}") from None
+            self.stop_ids = self.harmony.stop_ids
+            return
+        if syntax in ("deepseek_v3", "deepseek_v3.1", "kimi"):
             self.delegate = _delegate(syntax, spec, tokenizer)
             self.stop_ids = self.delegate.stop_token_ids
             return
@@ -89,6 +97,14 @@ class SpecParsing:
         """A parser for a completion that starts inside reasoning when ``opens_reasoning``
         (``prefix``: padding the prompt did not write, removed from the reasoning);
         ``calls_end_reasoning``: a call tag inside open reasoning ends it (tag grammars)."""
+        if self.harmony is not None:
+            if calls_end_reasoning:
+                raise ValueError(
+                    "drafted_calls='call' reads Qwen3-style calls in tags; this template's "
+                    "calls follow the Harmony grammar, whose parser keeps a call drafted in "
+                    "reasoning as reasoning"
+                )
+            return HarmonyPartsParser(self.harmony, self.table, events)
         if self.delegate is not None:
             if calls_end_reasoning:
                 raise ValueError(
@@ -120,10 +136,8 @@ def _delegate(syntax: str, spec: FormatSpec, tokenizer: Any) -> Renderer:
         cls = DeepSeekV3Renderer
     elif syntax == "deepseek_v3.1":
         cls = DeepSeekV31Renderer
-    elif syntax == "kimi":
-        cls = KimiK2ThinkingRenderer if spec.think else KimiK2Renderer
     else:
-        cls = GptOssRenderer
+        cls = KimiK2ThinkingRenderer if spec.think else KimiK2Renderer
     try:
         return cls(tokenizer)
     except KeyError as exc:

@@ -43,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
+from harmony.parts import closing_ids, prefill_ids, write_prefill
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning
 from renderers.core.parsing import ParseResult, StreamParser
 from renderers.core.tokens import token_table
 from renderers.core.writer import TokenWriter
-from renderers.gpt_oss import GptOssRenderer
 from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
 from renderers.supervised_example import SupervisedExample
@@ -475,16 +475,16 @@ class TemplateRenderer(Renderer):
         return parser.finish()
 
     def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
-        delegate = self._parsing.delegate if self._parsing is not None else None
-        if isinstance(delegate, GptOssRenderer):  # after the prompt's <|start|>assistant
-            delegate._write_prefill(w, prefill, delegate.options)
+        harmony = self._parsing.harmony if self._parsing is not None else None
+        if harmony is not None:  # after the prompt's <|start|>assistant: the reasoning
+            write_prefill(w, harmony, prefill, "analysis")
         else:
             w.text(prefill)
 
     def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
-        delegate = self._parsing.delegate if self._parsing is not None else None
-        if isinstance(delegate, GptOssRenderer):
-            return delegate._prefill_ids(prefill, delegate.options)
+        harmony = self._parsing.harmony if self._parsing is not None else None
+        if harmony is not None:
+            return prefill_ids(self.table, harmony, prefill, "analysis")
         return self.table.encode(prefill)
 
     # -- multi-turn rollouts ----------------------------------------------------------------
@@ -500,6 +500,8 @@ class TemplateRenderer(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
+        if self._parsing is not None and self._parsing.harmony is not None:
+            return closing_ids(self._parsing.harmony, result)
         if self._parsing is not None and self._parsing.delegate is not None:
             return self._parsing.delegate._close_turn(result, completion_ids)
         if result.stop_token_id is not None:
