@@ -93,20 +93,16 @@ per turn (the conversation cut after it).
 
 Parsing (both formats)
 ----------------------
-Structure comes from token ids: parts in sampled order (reasoning, text, calls, and
-again), several tool-call sections, text between and after sections kept. A call's
-arguments are kept exactly as sampled and must be valid JSON; otherwise the call is an
-``UnparsedToolCallPart`` holding the raw text between ``<｜tool▁call▁begin｜>`` and
-``<｜tool▁call▁end｜>`` (``<｜tool▁sep｜>`` spelled out) and the name when it is readable.
-Names are taken verbatim (``get-weather.v2``, ``ns.tool_3``). V3 calls need the type
-``function``; the json fence is read leniently. A token that starts another turn
-(``<｜User｜>``, ``<｜Assistant｜>``, tool outputs) ends the message as malformed; other
-markers out of place are kept as text with an issue, and a call drafted inside open
-reasoning (before ``</think>``) stays reasoning text, reported; a message that stops inside a
-tool-call section (no ``<｜tool▁calls▁end｜>``) is malformed. Cut-off reasoning, text or
-calls are marked incomplete (termination ``LENGTH``). V3's text-level ``</think>`` maps
-to tokens at token granularity: a token holding both the end of the marker and the
-answer's first characters belongs to both parts' spans.
+Parsed by the section grammar (:mod:`renderers.core.sections`): parts in sampled order,
+several sections, text between and after them kept. A call's arguments are kept as
+sampled and must be valid JSON, else the call is an ``UnparsedToolCallPart`` (its raw
+text, ``<｜tool▁sep｜>`` spelled out, and its name when readable). Names are verbatim
+(``get-weather.v2``). V3 calls need the type ``function``; the json fence is read
+leniently. A token of another turn (``<｜User｜>``, ``<｜Assistant｜>``, tool outputs), or a
+stop inside a section, makes the message malformed; other markers out of place are kept
+as text, reported; a call drafted in open reasoning (before ``</think>``) stays reasoning.
+V3's text-level ``</think>`` maps to tokens at token granularity: a token holding the
+marker's end and the answer's start belongs to both parts' spans.
 
 Prefill: after the generation prompt. V3: the answer (as ``continue_final_message``
 writes it; an R1-style ``<think>`` written in it is text the parser reads as the reasoning
@@ -132,13 +128,11 @@ Divergences from both templates, on purpose:
 - V3: an assistant message with neither content nor calls is an empty answer
   (``<｜Assistant｜><｜end▁of▁sentence｜>``, as for ``content: ""``); for ``content: None``
   the template writes nothing at all, and V3.1's fails;
-- ``tool_calls: []`` is no calls (vLLM drops an empty list before templating): V3.1's
-  template tests ``'tool_calls' in message`` and writes
-  ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>`` in place of the text; a ``None`` tool
-  result is an empty one (both templates fail concatenating it). With transformers 5.23
-  and later, which drop every ``None``-valued key, both templates fail on any tool-call
-  message without text (``'dict object' has no attribute 'content'``); 5.0 to 5.22 pass
-  ``content: None`` through (what the tests' oracle renders);
+- ``tool_calls: []`` is no calls, as vLLM drops it (V3.1's template writes
+  ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>`` in place of the text); a ``None`` tool result
+  is an empty one (both templates fail on it, and with transformers 5.23+, which drops
+  ``None`` values, on a tool-call message without text; 5.0 to 5.22, the tests' oracle,
+  pass ``content: None`` through);
 - message text that spells a control token (``<｜User｜>``, ``</think>``...) is encoded as
   ordinary text, never as the control token;
 - assistant parts in a non-canonical order (text after a call, several sections) are
@@ -213,16 +207,14 @@ class DeepSeekV3Options:
     """Options of the DeepSeek-V3 format (the template has no kwargs)."""
 
     fix_tool_format: bool = False
-    """False (template parity): tool calls and outputs as the template writes them, defects
-    included. True: the consistent format the template intends (see the module doc)."""
+    """False: tool calls and outputs as the template writes them, defects included. True:
+    the consistent format the template intends (see the module doc)."""
     render_thinking: bool = False
-    """False: assistant reasoning is not written (as the template does; see ``reasoning``
-    for a trained turn). True: it is written as text, R1-style
-    ``<think>\\n{reasoning}\\n</think>\\n\\n``, so parsed R1-style completions render back."""
+    """True: reasoning is written R1-style, as text (parsed R1-style completions render
+    back). False: it is not written, as the template does."""
     reasoning: Reasoning = "error"
-    """What to do with reasoning of a trained turn that the format cannot write (without
-    ``render_thinking``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out.
-    Reasoning of untrained turns is dropped as the template does."""
+    """Reasoning of a trained turn without ``render_thinking``: ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out (untrained turns: dropped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,18 +222,13 @@ class DeepSeekV31Options:
     """Options of the DeepSeek-V3.1 format (``thinking`` is the template's kwarg)."""
 
     thinking: bool = False
-    """True: the generation prompt opens a think block (``<｜Assistant｜><think>``) and the
-    parser starts in the thinking state. False: it ends ``<｜Assistant｜></think>``."""
+    """True: the generation prompt opens a think block and the parser starts in it."""
     keep_thinking: bool = False
-    """With ``thinking=True``: the last message, if it is an assistant turn right after a
-    user message, keeps its reasoning, ``<｜Assistant｜><think>{reasoning}</think>{answer}``,
-    the way the model samples it (the template drops it). No effect with
-    ``thinking=False``."""
+    """With ``thinking=True``: the last message, an assistant turn right after a user
+    message, keeps its reasoning as the model samples it (the template drops it)."""
     reasoning: Reasoning = "error"
-    """What to do with reasoning of a trained turn that the format cannot write (every
-    turn but the one ``keep_thinking`` keeps): ``"error"`` raises ``ValueError``,
-    ``"drop"`` leaves it out. Reasoning of untrained turns is dropped as the template
-    does."""
+    """Reasoning of a trained turn the format cannot write (every turn but the one
+    ``keep_thinking`` keeps): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
 
 
 class _DeepSeekRenderer(Renderer):
@@ -253,62 +240,43 @@ class _DeepSeekRenderer(Renderer):
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
         control = self.table.control_id
-        self.bos = control(BOS)
         self.eos = control(EOS)
-        self.user = control(USER)
-        self.assistant = control(ASSISTANT)
-        self.calls_begin = control(CALLS_BEGIN)
-        self.calls_end = control(CALLS_END)
-        self.call_begin = control(CALL_BEGIN)
-        self.call_end = control(CALL_END)
-        self.sep = control(SEP)
-        self.outputs_begin = control(OUTPUTS_BEGIN)
-        self.outputs_end = control(OUTPUTS_END)
-        self.output_begin = control(OUTPUT_BEGIN)
-        self.output_end = control(OUTPUT_END)
+        self.calls_begin, self.calls_end = control(CALLS_BEGIN), control(CALLS_END)
+        self.call_begin, self.call_end, self.sep = map(control, (CALL_BEGIN, CALL_END, SEP))
+        turns = (BOS, USER, ASSISTANT, OUTPUTS_BEGIN, OUTPUTS_END, OUTPUT_BEGIN, OUTPUT_END)
+        self._turns = tuple(map(control, turns))  # each begins another turn
+        self.bos, self.user, self.assistant = self._turns[:3]
+        self.outputs_begin, self.outputs_end, self.output_begin, self.output_end = self._turns[3:]
 
     def _grammar(self, **format: Any) -> SectionGrammar:
-        """The parse side: sections of calls; the tokens that begin another turn end the
+        """The parse side: sections of calls; a token that begins another turn ends the
         message; ``format``: the version's call body, think tokens or text."""
-        return SectionGrammar(
-            stop=(self.eos,),
-            eos=(),
-            ends_message=(
-                self.bos,
-                self.user,
-                self.assistant,
-                self.outputs_begin,
-                self.outputs_end,
-                self.output_begin,
-                self.output_end,
-            ),
-            section=(self.calls_begin, self.calls_end),
-            call=(self.call_begin, self.call_end),
-            separator=self.sep,
-            **format,
-        )
+        section, call = (self.calls_begin, self.calls_end), (self.call_begin, self.call_end)
+        return SectionGrammar((self.eos,), (), self._turns, section, call, self.sep, **format)
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
         return (self.eos,)
 
-    # -- multi-turn rollouts ------------------------------------------------------------
-
-    def _think_end_ids(self) -> list[int]:
-        raise NotImplementedError
-
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
+        think = self.grammar.think  # V3: R1-style reasoning is text
+        think_end = [think[1]] if think else self.table.encode(_R1_CLOSE)
         return 0, section_closing(
             result,
             completion_ids,
-            think_end=self._think_end_ids(),
+            think_end=think_end,
             call_end=self.call_end,
             section_begin=self.calls_begin,
             section_end=self.calls_end,
             stop=self.eos,
         )
+
+    @property
+    def grammar(self) -> SectionGrammar:
+        """The parse side of the format (see :mod:`renderers.core.sections`)."""
+        raise NotImplementedError
 
     # -- shared rendering -----------------------------------------------------------------
 
@@ -320,8 +288,24 @@ class _DeepSeekRenderer(Renderer):
     def _write_thinking(self, w: TokenWriter, i: int, text: str) -> None:
         raise NotImplementedError
 
-    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
+    def _call_text(self, part: ToolCallPart, i: int) -> tuple[str, str]:
+        """A call's text before and after ``<｜tool▁sep｜>``."""
         raise NotImplementedError
+
+    def _write_call(self, w: TokenWriter, i: int, part: Part, sampled: bool = True) -> None:
+        w.control(self.call_begin, i, sampled)
+        if type(part) is ToolCallPart:
+            head, body = self._call_text(part, i)
+            w.text(head, i, sampled)
+            w.control(self.sep, i, sampled)
+            w.text(body, i, sampled)
+        else:  # the raw text; its <｜tool▁sep｜> markers become the token
+            assert type(part) is UnparsedToolCallPart
+            for k, piece in enumerate(part.raw.split(SEP)):
+                if k:
+                    w.control(self.sep, i, sampled)
+                w.text(piece, i, sampled)
+        w.control(self.call_end, i, sampled)
 
     def _body(self, w: TokenWriter, i: int, parts: list[Part]) -> None:
         """An assistant turn's parts in order, each run of calls in its own section, then
@@ -342,13 +326,6 @@ class _DeepSeekRenderer(Renderer):
                     w.text("\n\n")
                 w.text(m.text, i)
                 first = False
-
-    def _raw_call(self, w: TokenWriter, i: int, raw: str, sampled: bool = True) -> None:
-        """An unparsed call's raw text; its ``<｜tool▁sep｜>`` markers become the token."""
-        for k, piece in enumerate(raw.split(SEP)):
-            if k:
-                w.control(self.sep, i, sampled)
-            w.text(piece, i, sampled)
 
     def _tool_output(self, w: TokenWriter, i: int, text: str) -> None:
         w.control(self.output_begin, i)
@@ -402,13 +379,11 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 w.control(self.user, i)
                 w.text(m.text, i)
             elif m.role == "assistant":
-                if not options.render_thinking and w.trains(i) and options.reasoning == "error":
-                    _reject_reasoning(m, i)
+                if w.trains(i) and options.reasoning == "error":
+                    _check_v3_reasoning(m, i, options.render_thinking)
                 parts = [
                     p for p in m.parts if type(p) is not ThinkingPart or options.render_thinking
                 ]
-                if w.trains(i) and options.reasoning == "error":
-                    _check_leading_reasoning(parts, i)
                 # Reasoning R1 style cannot write (after the start) is dropped, as the
                 # template drops all reasoning: untrained turns, or reasoning="drop".
                 parts = [p for k, p in enumerate(parts) if type(p) is not ThinkingPart or k == 0]
@@ -468,22 +443,14 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
                 w.control(self.eos, i, sampled)
                 sampled = False
 
-    def _write_call(self, w: TokenWriter, i: int, part: Part, sampled: bool = True) -> None:
-        w.control(self.call_begin, i, sampled)
-        if type(part) is ToolCallPart:
-            if "\n" in part.name:
-                raise ValueError(
-                    f"messages[{i}]: tool name {part.name!r} contains a newline, which "
-                    "deepseek_v3 cannot express (the name ends at the first newline)"
-                )
-            w.text("function", i, sampled)
-            w.control(self.sep, i, sampled)
-            arguments = checked_arguments(part, i)
-            w.text(part.name + "\n" + _FENCE_OPEN + arguments + _FENCE_CLOSE, i, sampled)
-        else:
-            assert type(part) is UnparsedToolCallPart
-            self._raw_call(w, i, part.raw, sampled)
-        w.control(self.call_end, i, sampled)
+    def _call_text(self, part: ToolCallPart, i: int) -> tuple[str, str]:
+        if "\n" in part.name:
+            raise ValueError(
+                f"messages[{i}]: tool name {part.name!r} contains a newline, which "
+                "deepseek_v3 cannot express (the name ends at the first newline)"
+            )
+        arguments = checked_arguments(part, i)
+        return "function", part.name + "\n" + _FENCE_OPEN + arguments + _FENCE_CLOSE
 
     @property
     def extension_property(self) -> ExtensionProperty:
@@ -496,9 +463,6 @@ class DeepSeekV3Renderer(_DeepSeekRenderer):
         if not self.options.render_thinking:
             reasons.insert(0, "reasoning is not written at all")
         return ExtensionProperty(False, "; ".join(reasons))
-
-    def _think_end_ids(self) -> list[int]:
-        return self.table.encode(_R1_CLOSE)  # R1-style reasoning is text
 
     def _continuation_context(
         self, prompt_ids: Sequence[int], options: Mapping[str, Any]
@@ -553,8 +517,8 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
     ) -> None:
         self._check(messages)
         self._system_prompt(w, messages)
-        is_tool = False
-        is_last_user = False
+        is_tool = is_last_user = False
+        keeping = options.thinking and options.keep_thinking
         for i, m in enumerate(messages):
             if m.role == "user":
                 is_tool = False
@@ -566,36 +530,16 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
                 has_calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in parts)
                 if not has_calls and not is_tool:
                     parts = _split_inline_reasoning(parts)
-                keep = (
-                    options.thinking
-                    and options.keep_thinking
-                    and is_last_user
-                    and i == len(messages) - 1
-                )
+                keep = keeping and is_last_user and i == len(messages) - 1
                 if w.trains(i) and not keep and options.reasoning == "error":
-                    _reject_trained_reasoning(
-                        parts,
-                        i,
-                        after_tools=is_tool,
-                        after_user=is_last_user,
-                        keeping=options.thinking and options.keep_thinking,
-                    )
+                    _reject_trained_reasoning(parts, i, is_tool, is_last_user, keeping)
                 if is_last_user:
                     w.control(self.assistant, i)
                     w.control(self.think if keep else self.think_end, i)
-                elif (
-                    w.trains(i)
-                    and _after_system_text(messages, i)
-                    and not all(w.trains(k) for k in range(i))
-                ):
-                    raise ValueError(
-                        f"messages[{i}]: deepseek_v3.1's template writes an assistant turn with "
-                        "no user message before it right after the system text, with no marker "
-                        "between them, so it cannot be trained; add a user message before it"
-                    )
+                elif w.trains(i):
+                    _check_after_system_text(messages, i, w)
                 self._v31_body(w, i, parts, keep)
-                is_last_user = False
-                is_tool = False
+                is_last_user = is_tool = False
             elif m.role == "tool":
                 is_last_user = False
                 is_tool = True
@@ -619,16 +563,8 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
         w.text(text, i, True)
         w.control(self.think_end, i, True)
 
-    def _write_call(self, w: TokenWriter, i: int, part: Part) -> None:
-        w.control(self.call_begin, i, True)
-        if type(part) is ToolCallPart:
-            w.text(part.name, i, True)
-            w.control(self.sep, i, True)
-            w.text(checked_arguments(part, i), i, True)
-        else:
-            assert type(part) is UnparsedToolCallPart
-            self._raw_call(w, i, part.raw)
-        w.control(self.call_end, i, True)
+    def _call_text(self, part: ToolCallPart, i: int) -> tuple[str, str]:
+        return part.name, checked_arguments(part, i)
 
     @property
     def extension_property(self) -> ExtensionProperty:
@@ -638,9 +574,6 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
             "which thinking-mode prompts (<think>) did not show; tool calls are "
             "re-serialized; text is re-tokenized",
         )
-
-    def _think_end_ids(self) -> list[int]:
-        return [self.think_end]
 
     def _parse_after_prompt(
         self, prompt_ids: Sequence[int], completion_ids: list[int], options: Mapping[str, Any]
@@ -664,7 +597,7 @@ class DeepSeekV31Renderer(_DeepSeekRenderer):
 
 
 def _reject_trained_reasoning(
-    parts: list[Part], i: int, *, after_tools: bool, after_user: bool, keeping: bool
+    parts: list[Part], i: int, after_tools: bool, after_user: bool, keeping: bool
 ) -> None:
     """The template drops every turn's reasoning; in a supervised example the trained
     (last) turn would silently lose the reasoning it should teach: a caller error."""
@@ -678,34 +611,35 @@ def _reject_trained_reasoning(
         raise reasoning_error("deepseek_v3.1", i, f"its template drops it; {how}")
 
 
-def _after_system_text(messages: list[Message], i: int) -> bool:
-    """Whether message ``i`` directly follows the system prompt's text (only system
-    messages before it, one of them not empty)."""
+def _check_after_system_text(messages: list[Message], i: int, w: TokenWriter) -> None:
+    """A trained turn right after the system prompt's text (only system messages before
+    it, one not empty, untrained): no marker between them, so a token may hold both."""
     before = messages[:i]
-    return all(m.role == "system" for m in before) and any(m.text for m in before)
+    if (
+        all(m.role == "system" for m in before)
+        and any(m.text for m in before)
+        and not all(w.trains(k) for k in range(i))
+    ):
+        raise ValueError(
+            f"messages[{i}]: deepseek_v3.1's template writes an assistant turn with "
+            "no user message before it right after the system text, with no marker "
+            "between them, so it cannot be trained; add a user message before it"
+        )
 
 
-def _check_leading_reasoning(parts: list[Part], i: int) -> None:
-    """R1-style reasoning is one ``<think>`` block at the start of the turn: a later one
-    would be written as text that reads back as text."""
-    for k, part in enumerate(parts):
-        if type(part) is ThinkingPart and k > 0:
+def _check_v3_reasoning(m: Message, i: int, written: bool) -> None:
+    """The reasoning of a trained turn: the template drops it (silently dropping it would
+    corrupt training data), and R1 style writes one block, at the start of the turn."""
+    if not written and any(type(p) is ThinkingPart and p.text for p in m.parts):
+        why = "its template drops it; render_thinking=True writes it R1-style, <think>...</think>"
+        raise reasoning_error("deepseek_v3", i, why)
+    for k, part in enumerate(m.parts):
+        if written and type(part) is ThinkingPart and k > 0:
             raise ValueError(
                 f"messages[{i}].content[{k}]: deepseek_v3 writes reasoning R1-style, one "
                 "<think> block at the start of the turn; merge the reasoning into the first "
                 "part, pass reasoning='drop' to leave it out, or remove it"
             )
-
-
-def _reject_reasoning(m: Message, i: int) -> None:
-    """DeepSeek-V3's template drops reasoning; silently dropping it from a trained turn
-    would corrupt training data (see the ``reasoning`` option)."""
-    if any(type(p) is ThinkingPart and p.text for p in m.parts):
-        raise reasoning_error(
-            "deepseek_v3",
-            i,
-            "its template drops it; render_thinking=True writes it R1-style, <think>...</think>",
-        )
 
 
 def _split_inline_reasoning(parts: list[Part]) -> list[Part]:

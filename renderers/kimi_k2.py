@@ -120,7 +120,6 @@ becomes an :class:`UnparsedToolCallPart`. K2-Instruct is not a reasoning model:
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -146,6 +145,7 @@ from renderers.core.sections import (
 )
 from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
+from renderers.kimi_k2_ids import CallIdBook
 from renderers.rendering import Renderer, checked_arguments, plain_text, section_closing
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
@@ -303,7 +303,7 @@ class _KimiK2Base(Renderer):
         w.text("assistant")
         w.control(self.im_middle)
 
-    def _call(self, w: TokenWriter, i: int, part: Part, ids: _CallIds) -> None:
+    def _call(self, w: TokenWriter, i: int, part: Part, ids: CallIdBook) -> None:
         """One call of message ``i`` (sampled): its id, then its arguments; an unparsed
         call's raw text, its argument marker written as the token."""
         w.control(self.call_begin, i, True)
@@ -321,7 +321,7 @@ class _KimiK2Base(Renderer):
                 w.text(rest, i, True)
         w.control(self.call_end, i, True)
 
-    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: _CallIds) -> str:
+    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: CallIdBook) -> str:
         """The id a call is written with (see the module docs)."""
         return ids.call(part, i, trained)
 
@@ -331,7 +331,7 @@ class _KimiK2Base(Renderer):
             w.text(text, i, True)
             w.control(self.think_end, i, True)
 
-    def _body(self, w: TokenWriter, parts: list[Part], i: int, ids: _CallIds) -> None:
+    def _body(self, w: TokenWriter, parts: list[Part], i: int, ids: CallIdBook) -> None:
         """Assistant parts in order: text, thinking blocks, and runs of calls as sections."""
         ids.new_message()
 
@@ -340,13 +340,13 @@ class _KimiK2Base(Renderer):
 
         write_sections(w, i, parts, (self.section_begin, self.section_end), call, self._thinking)
 
-    def _tool_result(self, w: TokenWriter, m: Message, i: int, ids: _CallIds) -> None:
+    def _tool_result(self, w: TokenWriter, m: Message, i: int, ids: CallIdBook) -> None:
         text = plain_text(m, i, self.name)
         w.text(f"## Return of {ids.result(m, i)}{self._result_newline}{text}", i)
 
-    def _call_ids(self, options: Any) -> _CallIds:
+    def _call_ids(self, options: Any) -> CallIdBook:
         """The id bookkeeping of one rendering under ``options.call_ids``."""
-        return _CallIds(self, numbered=options.call_ids == "numbered")
+        return CallIdBook(self, numbered=options.call_ids == "numbered")
 
     def _warn_once(self, situation: str, message: str) -> None:
         """A ``UserWarning`` the first time this renderer meets ``situation``."""
@@ -543,108 +543,6 @@ def _reject_trained_reasoning(parts: list[Part], i: int) -> None:
             i,
             "its template writes <think></think> for every turn up to the conversation's "
             "last plain answer; keep_last_reasoning=True keeps the last turn's",
-        )
-
-
-_KIMI_ID = re.compile(r"functions\.(.+):\d+\Z", re.DOTALL)
-
-
-class _CallIds:
-    """The call ids of one rendering: what each call is written with and what each tool
-    result is headed with (see the module docs)."""
-
-    __slots__ = ("count", "in_message", "numbered", "renderer", "unanswered", "written")
-
-    def __init__(self, renderer: _KimiK2Base, *, numbered: bool) -> None:
-        self.renderer = renderer
-        self.numbered = numbered
-        self.count = 0  # calls of the conversation so far
-        self.in_message = 0  # calls of the current message so far
-        self.written: dict[str, str] = {}  # the caller's id -> the id written (numbered)
-        self.unanswered: list[str] = []  # ids written, not yet answered (numbered)
-
-    def new_message(self) -> None:
-        self.in_message = 0
-
-    def call(self, part: ToolCallPart, i: int, trained: bool) -> str:
-        """The id written for the call ``part`` of message ``i`` (``trained``: a trained
-        turn, whose calls must name their function)."""
-        per_message = self.renderer._per_message_ids
-        if per_message or self.numbered:
-            index = self.in_message if per_message else self.count
-            call_id = f"functions.{part.name}:{index}"
-        else:
-            if part.id is None:
-                raise ValueError(
-                    f"messages[{i}]: {self.renderer.name} writes each tool call's id, which "
-                    f"names its function; the call to {part.name!r} has none (give ids, "
-                    "or pass call_ids='numbered' to number the calls functions.NAME:IDX)"
-                )
-            call_id = part.id
-            match = _KIMI_ID.match(call_id)
-            if match is None or match.group(1) != part.name:
-                if trained and tool_name_from_id(call_id) != part.name:
-                    raise ValueError(
-                        f"messages[{i}]: {self.renderer.name} writes a tool call's id, not its "
-                        f"name, and the id {call_id!r} of this trained call to {part.name!r} "
-                        "does not name it: the model would learn a call to no function (give "
-                        "ids functions.NAME:IDX, or pass call_ids='numbered')"
-                    )
-                self._foreign(call_id, i)
-        self._count(part.id, call_id)
-        return call_id
-
-    def unparsed_call(self, part: UnparsedToolCallPart) -> None:
-        """An unparsed call (written as sampled, its id inside): counted like a call."""
-        self._count(part.id, part.id or "")
-
-    def _count(self, given: str | None, written: str) -> None:
-        self.count += 1
-        self.in_message += 1
-        if self.numbered:
-            if given is not None:
-                self.written[given] = written
-            self.unanswered.append(written)
-
-    def result(self, m: Message, i: int) -> str:
-        """The id heading the tool result ``m`` (message ``i``)."""
-        given = m.tool_call_id
-        if not self.numbered:
-            if given is None:
-                raise ValueError(
-                    f"messages[{i}]: {self.renderer.name} heads a tool result with the id of "
-                    "the call it answers; this tool message has no tool_call_id (give it, or "
-                    "pass call_ids='numbered' to answer the calls in order)"
-                )
-            if _KIMI_ID.match(given) is None:
-                self._foreign(given, i)
-            return given
-        if given is None:
-            if not self.unanswered:
-                raise ValueError(
-                    f"messages[{i}]: this tool message has no tool_call_id and every earlier "
-                    "tool call is answered (call_ids='numbered' answers calls in order)"
-                )
-            return self.unanswered.pop(0)
-        written = self.written.get(given)
-        if written is None:
-            raise ValueError(
-                f"messages[{i}]: tool_call_id {given!r} names no earlier tool call "
-                "(call_ids='numbered' heads a result with the id written for its call)"
-            )
-        if written in self.unanswered:
-            self.unanswered.remove(written)
-        return written
-
-    def _foreign(self, call_id: str, i: int) -> None:
-        r = self.renderer
-        if "foreign ids" in r._warned:  # every render of a history meets its ids again
-            return
-        r._warn_once(
-            "foreign ids",
-            f"{r.name}: tool-call ids not of the form functions.NAME:IDX, the form Kimi "
-            f"models were trained on (messages[{i}]: {call_id!r}), are written as given, as "
-            "the template does; call_ids='numbered' writes functions.NAME:IDX ids",
         )
 
 

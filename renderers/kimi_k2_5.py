@@ -78,12 +78,12 @@ from renderers.core.sections import section_parser
 from renderers.core.writer import TokenWriter
 from renderers.kimi_k2 import (
     _assistant_parts,
-    _CallIds,
     _has_calls,
     _json_declaration,
     _KimiK2Base,
 )
 from renderers.kimi_k2_5_tools import typescript_declaration
+from renderers.kimi_k2_ids import CallIdBook
 from renderers.rendering import plain_text
 from renderers.rollout import ExtensionProperty
 
@@ -137,7 +137,7 @@ class KimiK25Renderer(_KimiK2Base):
             default=-1,
         )
         self._tool_declaration(w, tools, options)
-        ids = _CallIds(self, numbered=False)  # calls write their own ids (_calls)
+        ids = CallIdBook(self, numbered=False)  # calls write their own ids (_calls)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -194,7 +194,7 @@ class KimiK25Renderer(_KimiK2Base):
                 return declaration
         return _json_declaration(tools, (",", ":"))
 
-    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: _CallIds) -> str:
+    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: CallIdBook) -> str:
         """The caller's id, as given."""
         if part.id is None:
             raise ValueError(
