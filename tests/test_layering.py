@@ -142,6 +142,24 @@ def test_harmony_builds_on_the_core_only(module: str) -> None:
     assert not outside, f"{module} imports {outside}"
 
 
+# The model modules: one per family, built on the core and the Renderer contract.
+MODEL_MODULES = sorted(
+    m
+    for m in GRAPH
+    if m.startswith(
+        ("renderers.qwen3", "renderers.deepseek", "renderers.kimi", "renderers.gpt_oss")
+    )
+)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("renderers.template")))
+def test_the_template_renderer_imports_no_model_module(module: str) -> None:
+    """The template renderer builds its parsers from grammar records (the core), not from
+    the model modules' private parsers (gpt-oss: until Harmony's parser is its own)."""
+    models = [t for t in GRAPH[module] if t in MODEL_MODULES and t != "renderers.gpt_oss"]
+    assert not models, f"{module} imports {models}"
+
+
 def test_a_cycle_is_detected() -> None:
     assert _cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
     assert _cycle({"a": ["b"], "b": []}) is None

@@ -36,6 +36,7 @@ from renderers.core.parsing import (
     BatchRuns,
     MarkerScanner,
     ParseResult,
+    PartAssembler,
     StreamParser,
     ToolCallBuilder,
     without_prefix,
@@ -152,6 +153,7 @@ class SectionParser(StreamParser):
         self._state = _TEXT
         self._section_start = 0  # where the section's open text starts (its issue's position)
         self._section_reported = False
+        self._holds = False  # text may be held back at the text level (see _drain)
         if opens_reasoning:
             self._state = _THINKING
             self.asm.open(THINKING, 0, explicit=True)
@@ -175,7 +177,8 @@ class SectionParser(StreamParser):
         return not self._g.report_section_text or self._state != _SECTION, None
 
     def _drain(self) -> None:
-        """Release text held back at the text level (before any token or the end)."""
+        """Release text held back at the text level (before any token or the end, when
+        ``_holds``), and clear ``_holds``."""
 
     # -- transitions --------------------------------------------------------------------------
 
@@ -194,10 +197,10 @@ class SectionParser(StreamParser):
         self._section_reported = False
         self._open_section(start)
 
-    def _open_section(self, start: int, strip_prefix: str = "") -> None:
+    def _open_section(self, start: int) -> None:
         self._state = _SECTION
         self._section_start = start
-        self.asm.open(TEXT, start, strip_prefix=strip_prefix)
+        self.asm.open(TEXT, start)
 
     def _leave_section(self, end: int, start: int) -> None:
         self.asm.close(end)
@@ -205,7 +208,8 @@ class SectionParser(StreamParser):
         self.asm.open(TEXT, start)
 
     def _on_token(self, token_id: int, pos: int) -> None:
-        self._drain()
+        if self._holds:
+            self._drain()
         state = self._state
         asm = self.asm
         in_call = state >= _NAME
@@ -232,7 +236,9 @@ class SectionParser(StreamParser):
                 self._unexpected(token_id, pos, "without an open tool call")
                 return
             asm.close(pos + 1, build=self._build)
-            self._open_section(pos + 1, self._g.after_call)
+            self._state = _SECTION
+            self._section_start = pos + 1
+            asm.open(TEXT, pos + 1, strip_prefix=self._g.after_call)
         elif token_id == self._section_begin:
             if in_call:
                 self._cut_call(token_id, pos)
@@ -275,7 +281,8 @@ class SectionParser(StreamParser):
             self._end_message(pos)
 
     def _on_end(self, pos: int, stopped: bool) -> None:
-        self._drain()
+        if self._holds:
+            self._drain()
         state = self._state
         in_call = state >= _NAME
         if stopped:
@@ -301,13 +308,17 @@ class SectionParser(StreamParser):
         tokens = runs.tokens
         if not self._ends.isdisjoint(tokens):
             return None  # the message ends early (its trailing ids: the general path)
+        regions = _Regions(self.asm.kind or TEXT, self._state == _THINKING)
+        self.asm, asm = regions, self.asm
         first = self._first_text(runs)
         if first is None:
+            self.asm = asm
             return None
         texts = runs.texts
         cuts = runs.cuts
-        on_text = self._on_text
-        on_token = self._on_token
+        write = regions.write
+        report = self._g.report_section_text  # text in a section goes through _on_text
+        step = SectionParser._on_token  # (text-level phases are over: see _first_text)
         ends = self._stop_ids | self._eos_ids
         stop = None
         text = first
@@ -315,18 +326,107 @@ class SectionParser(StreamParser):
             if j:
                 text = texts[j]
             if text:
-                on_text(text)
+                if report and self._state == _SECTION:
+                    self._on_text(text)
+                elif regions._prefix:
+                    write(text)
+                else:
+                    regions._chunks.append(text)  # (what write does then)
             if t in ends:
                 stop = j
                 self._on_end(cuts[j], True)
                 break
-            on_token(t, cuts[j])
+            step(self, t, cuts[j])
         else:
             text = texts[len(tokens)] if tokens else first
             if text:
-                on_text(text)
+                if report and self._state == _SECTION:
+                    self._on_text(text)
+                else:
+                    write(text)
             self._on_end(runs.count, False)
         return self._one_shot_result(runs, self.asm.parts, self.asm.spans, stop)
+
+
+class _Regions(PartAssembler):
+    """The assembler of a one-shot parse: the regions the transitions open and close, as
+    :class:`PartAssembler` makes them (no events, nothing held back), without its
+    streaming bookkeeping."""
+
+    __slots__ = ()
+
+    def __init__(self, kind: str, explicit: bool) -> None:  # (what the methods read)
+        self.parts: list[Part | None] = []
+        self.spans: list[tuple[int, int]] = []
+        self.events = None
+        self.kind = kind
+        self._start = 0
+        self._explicit = explicit
+        self._prefix = ""
+        self._chunks: list[str] = []
+        self._segments: list[str] = []
+
+    def open(
+        self,
+        kind: str,
+        start: int,
+        *,
+        strip_prefix: str = "",
+        holdback: str = "",
+        channel: str | None = None,
+        explicit: bool = False,
+    ) -> None:
+        assert not holdback and channel is None, "not read in one shot"
+        self.kind = kind
+        self._start = start
+        self._explicit = explicit
+        self._prefix = strip_prefix
+        self._chunks = []
+        self._segments = []
+
+    def write(self, text: str) -> None:
+        prefix = self._prefix
+        if prefix and text:
+            n = 0
+            limit = min(len(prefix), len(text))
+            while n < limit and text[n] == prefix[n]:
+                n += 1
+            self._prefix = prefix[n:] if n == len(text) and n < len(prefix) else ""
+            text = text[n:]
+        if text:
+            self._chunks.append(text)
+
+    def next_segment(self, separator: str = "") -> None:
+        self._segments.append("".join(self._chunks))
+        self._chunks = []
+
+    def close(
+        self,
+        end: int,
+        *,
+        strip_suffix: str = "",
+        incomplete: bool = False,
+        build: ToolCallBuilder | None = None,
+    ) -> Part | None:
+        kind = self.kind
+        if kind is None:
+            return None
+        self.kind = None
+        part: Part
+        if kind == TOOL_CALL:
+            assert build is not None, "closing a tool-call region needs a builder"
+            part = build([*self._segments, "".join(self._chunks)], incomplete)
+        elif self._chunks or (incomplete and self._explicit):
+            text = "".join(self._chunks)
+            if kind == THINKING:
+                part = ThinkingPart(text, None, incomplete)
+            else:
+                part = TextPart(text, None, incomplete)
+        else:
+            return None
+        self.parts.append(part)
+        self.spans.append((self._start, end))
+        return part
 
 
 class _TextSectionsParser(SectionParser):
@@ -339,7 +439,8 @@ class _TextSectionsParser(SectionParser):
         super().__init__(grammar, table, events, opens_reasoning, byte_offsets=True)
         assert grammar.text_sections is not None
         self._spelled = grammar.text_sections
-        self._begin_bytes, self._end_bytes = (s.encode() for s in grammar.text_sections)
+        self._begin_bytes = grammar.text_sections[0].encode()
+        self._end_bytes = grammar.text_sections[1].encode()
         self._scanner = self._new_scanner()
 
     def _markers(self) -> tuple[bytes, ...]:
@@ -365,6 +466,7 @@ class _TextSectionsParser(SectionParser):
             self._decode(data)
             return
         scanner.push(data)
+        self._holds = True
         while True:
             markers = self._markers()
             if not markers:
@@ -380,6 +482,7 @@ class _TextSectionsParser(SectionParser):
             self._text_marker(marker, end - len(marker), end)
 
     def _drain(self) -> None:
+        self._holds = False
         rest = self._scanner.flush()
         if rest:
             self._decode(rest)
@@ -398,8 +501,9 @@ class _TextSectionsParser(SectionParser):
 
     def _first_text(self, runs: BatchRuns) -> str | None:
         begin, end = self._spelled
-        if any(begin in t or end in t for t in runs.texts):
-            return None
+        for text in runs.texts:
+            if begin in text or end in text:
+                return None
         return runs.texts[0]
 
 
@@ -419,6 +523,7 @@ class _TextThinkParser(SectionParser):
         self._phase = _START
         self._head = b""
         self._scanner = self._new_scanner()
+        self._holds = True  # until the text phase
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         phase = self._phase
@@ -443,6 +548,7 @@ class _TextThinkParser(SectionParser):
             opening = self._open_bytes
             if not (opening.startswith(head) or head.startswith(opening)):
                 self._phase = _TEXT_PHASE
+                self._holds = False
                 self._head = b""
                 self._decode(head)
                 return
@@ -474,6 +580,7 @@ class _TextThinkParser(SectionParser):
         self.asm.close(last + 1, strip_suffix=tt.before_close)
         self.asm.open(TEXT, start, strip_prefix=tt.after_close)
         self._phase = _TEXT_PHASE
+        self._holds = False
         self._state = _TEXT
         rest = scanner.flush()
         if rest:
@@ -492,6 +599,7 @@ class _TextThinkParser(SectionParser):
         SectionParser._on_token(self, token_id, pos)
 
     def _drain(self) -> None:
+        self._holds = False
         if self._phase == _START:
             head, self._head = self._head, b""
             self._phase = _TEXT_PHASE
@@ -510,6 +618,7 @@ class _TextThinkParser(SectionParser):
         first = runs.texts[0]
         if not first.startswith(tt.open):
             self._phase = _TEXT_PHASE
+            self._holds = False
             return first
         end = first.find(tt.close, len(tt.open))
         if end < 0 or "\ufffd" in first[: end + len(tt.close)]:
@@ -522,6 +631,7 @@ class _TextThinkParser(SectionParser):
         last = int(np.searchsorted(byte_ends, byte - 1, side="right"))
         start = last + 1 if int(byte_ends[last]) == byte else last
         self._phase = _TEXT_PHASE
+        self._holds = False
         asm = self.asm
         asm.close(0)
         asm.open(THINKING, 0)
@@ -552,7 +662,13 @@ def name_json_call(separator: str, call_end: str) -> ToolCallBuilder:
             )
         if name is None:
             return UnparsedToolCallPart(raw, "empty tool name")
-        return _json_call(raw, name, segments[1])
+        arguments = segments[1]
+        try:
+            json.loads(arguments)
+        except ValueError as exc:
+            why = f"invalid JSON arguments: {exc}"
+            return UnparsedToolCallPart(raw, why, name=name, arguments=arguments)
+        return ToolCallPart(name, arguments)
 
     return build
 
@@ -582,7 +698,13 @@ def fenced_json_call(separator: str, call_end: str) -> ToolCallBuilder:
             )
         if not name:
             return UnparsedToolCallPart(raw, "empty tool name")
-        return _json_call(raw, name, _unfence(rest.split("\n", 1)[1]))
+        arguments = _unfence(rest.split("\n", 1)[1])
+        try:
+            json.loads(arguments)
+        except ValueError as exc:
+            why = f"invalid JSON arguments: {exc}"
+            return UnparsedToolCallPart(raw, why, name=name, arguments=arguments)
+        return ToolCallPart(name, arguments)
 
     return build
 
@@ -598,15 +720,6 @@ def _unfence(body: str) -> str:
         if s.endswith("```"):
             s = s[:-3]
     return s.strip()
-
-
-def _json_call(raw: str, name: str, arguments: str, call_id: str | None = None) -> Part:
-    try:
-        json.loads(arguments)
-    except ValueError as exc:
-        why = f"invalid JSON arguments: {exc}"
-        return UnparsedToolCallPart(raw, why, name=name, id=call_id, arguments=arguments)
-    return ToolCallPart(name, arguments, id=call_id)
 
 
 _COLON_INDEX = re.compile(r":\d+\Z")
@@ -645,7 +758,13 @@ def id_json_call(separator: str, call_end: str) -> ToolCallBuilder:
             return UnparsedToolCallPart(raw, why, name=name, id=some_id)
         if name is None:
             return UnparsedToolCallPart(raw, "the tool call has no id / function name")
-        return _json_call(raw, name, segments[1], call_id)
+        arguments = segments[1]
+        try:
+            json.loads(arguments)
+        except ValueError as exc:
+            why = f"invalid JSON arguments: {exc}"
+            return UnparsedToolCallPart(raw, why, name=name, id=call_id, arguments=arguments)
+        return ToolCallPart(name, arguments, id=call_id)
 
     return build
 
