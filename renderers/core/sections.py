@@ -11,8 +11,9 @@ between formats (how a call body is read, the text a template writes between cal
 what a call token inside open reasoning means, markers models also spell as text);
 :func:`section_parser` runs it. The transitions are written once, in
 :meth:`SectionParser._on_token`: streaming feeds them token by token, and the one-shot
-parse of a whole completion (:meth:`SectionParser._parse_runs`) drives the same hooks over
-its runs of text, so the two cannot disagree.
+parse of a whole completion (:meth:`SectionParser._parse_runs`) runs the same transitions
+over its runs of text, each written at once into a light assembler (no events, nothing
+held back), so the two cannot disagree. Markers spelled as text take the byte-level path.
 
 A control token out of place is kept as text with an issue (no sampled character is
 lost); a token that begins another turn ends the message as malformed; a call cut by
