@@ -1698,11 +1698,11 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     them without its argument marker when malformed, cut off when truncated) take the
     one-shot path, which must give what feeding the ids gives."""
     from renderers.bench.workloads import completions
-    from renderers.kimi_k2 import _KimiK2Parser
+    from renderers.core.sections import SectionParser
 
     r = variant.renderer
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parsed, fed, one_shot = parsed_both_ways(r, _KimiK2Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, SectionParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5

@@ -163,9 +163,7 @@ class TemplateRenderer(Renderer):
             self.spec = spec
             self.spec_origin = "given"
             self.spec_notes = ()
-        self._parsing = (
-            SpecParsing(self.spec, tokenizer, self.table) if self.spec is not None else None
-        )
+        self._parsing = SpecParsing(self.spec, self.table) if self.spec is not None else None
         self._openings: dict[str, tuple[bool, str]] = {}
 
     def __repr__(self) -> str:
@@ -502,8 +500,8 @@ class TemplateRenderer(Renderer):
     ) -> tuple[int, list[int]]:
         if self._parsing is not None and self._parsing.harmony is not None:
             return closing_ids(self._parsing.harmony, result)
-        if self._parsing is not None and self._parsing.delegate is not None:
-            return self._parsing.delegate._close_turn(result, completion_ids)
+        if self._parsing is not None and self._parsing.sections is not None:
+            return self._parsing.sections._close_turn(result, completion_ids)
         if result.stop_token_id is not None:
             return 0, []
         closing: list[int] = []
