@@ -50,6 +50,7 @@ __all__ = [
     "TaggedParser",
     "bare_json_calls",
     "json_call_builder",
+    "python_xml_call_builder",
     "xml_call_builder",
 ]
 
@@ -77,6 +78,9 @@ class TagGrammar:
     """Written between a think block and the text after it (Qwen3: ``"\\n\\n"``)."""
     before_call: str = ""
     """Written before a call's opening tag after text or another call (Qwen3: ``"\\n"``)."""
+    after_call: str = ""
+    """Written after a call's closing tag, before whatever follows (Nemotron-3: ``"\\n"``,
+    also before the stop token)."""
 
     _structural: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -204,7 +208,7 @@ class TaggedParser(StreamParser):
                 )
                 return
             asm.close(pos + 1, build=self._build)
-            asm.open(TEXT, pos + 1, holdback=g.before_call)
+            asm.open(TEXT, pos + 1, strip_prefix=g.after_call, holdback=g.before_call)
         else:  # a token that begins another turn
             stop = self._name(g.stop[0]) if g.stop else "a stop token"
             self._issue(pos, f"{name(token_id)} before {stop}: the message ends here")
@@ -236,7 +240,7 @@ class TaggedParser(StreamParser):
                     return None
                 parts.append(self._build([texts[j]], False))
                 spans.append((start, pos + 1))
-                kind, start, prefix, explicit = TEXT, pos + 1, "", False
+                kind, start, prefix, explicit = TEXT, pos + 1, g.after_call, False
                 continue
             if kind == TOOL_CALL:
                 return None
@@ -429,6 +433,49 @@ def xml_call_builder(close: str) -> ToolCallBuilder:
                 break
             key = json.dumps(parameter.group(1), ensure_ascii=False)
             members.append(f"{key}: {_parameter_value(parameter.group(2))}")
+            at = parameter.end()
+        if body[at:].strip():
+            return UnparsedToolCallPart(
+                raw, f"unexpected text in the function body: {body[at : at + 40]!r}", name=name
+            )
+        return ToolCallPart(function.group(1), "{" + ", ".join(members) + "}")
+
+    return build
+
+
+_PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _python_parameter_value(text: str) -> str:
+    """:func:`_parameter_value` for templates that write scalars with ``|string``
+    (Nemotron-3, Qwen3.5): ``True``, ``False`` and ``None`` are the JSON literals as Python
+    prints them."""
+    literal = _PYTHON_SCALARS.get(text)
+    return literal if literal is not None else _parameter_value(text)
+
+
+def python_xml_call_builder(close: str) -> ToolCallBuilder:
+    """:func:`xml_call_builder` for templates that write a scalar value as Python prints it
+    (``|string``: ``True``, ``False``, ``None``, ``10.0``): those read back as the JSON
+    values they spell (``true``, ``false``, ``null``, ``10.0``), other values alike."""
+
+    def build(segments: list[str], incomplete: bool) -> Part:
+        raw = segments[0]
+        opened = _OPEN_FUNCTION.search(raw)
+        name = opened.group(1) if opened else None
+        if incomplete:
+            return UnparsedToolCallPart(raw, f"cut off before {close}", name=name, incomplete=True)
+        function = _FUNCTION.match(raw)
+        if function is None:
+            return UnparsedToolCallPart(raw, "expected <function=NAME>...</function>", name=name)
+        body = function.group(2)
+        members: list[str] = []
+        at = len(body) - len(body.lstrip())
+        for parameter in _PARAMETER.finditer(body, at):
+            if parameter.start() != at:
+                break
+            key = json.dumps(parameter.group(1), ensure_ascii=False)
+            members.append(f"{key}: {_python_parameter_value(parameter.group(2))}")
             at = parameter.end()
         if body[at:].strip():
             return UnparsedToolCallPart(
