@@ -158,8 +158,9 @@ class Nemotron3Options:
     False: every turn keeps it."""
     reasoning: Reasoning = "error"
     """What to do with reasoning of a trained turn that the format cannot write (with
-    ``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
-    out."""
+    ``enable_thinking=False``, or before the last user message): ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
+    the template does."""
     drafted_calls: DraftedCalls = "reasoning"
     """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
     an issue (``"reasoning"``) or ends the reasoning and is a call (``"call"``; see
@@ -167,17 +168,45 @@ class Nemotron3Options:
 
 
 @dataclass(frozen=True, slots=True)
-class Nemotron3SuperOptions(Nemotron3Options):
+class Nemotron3SuperOptions:
     """Options of the Nemotron-3 Super format: Nano's and ``low_effort``."""
 
+    enable_thinking: bool = True
+    """False: the generation prompt writes ``<think></think>`` (no reasoning)."""
+    truncate_history_thinking: bool = True
+    """True (template default): turns before the last user message lose their reasoning.
+    False: every turn keeps it."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (with
+    ``enable_thinking=False``, or before the last user message): ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
+    the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call (``"call"``; see
+    :data:`~renderers.core.options.DraftedCalls`)."""
     low_effort: bool = False
     """True: the last user message ends with ``⏎⏎{reasoning effort: low}``."""
 
 
 @dataclass(frozen=True, slots=True)
-class Nemotron3UltraOptions(Nemotron3Options):
+class Nemotron3UltraOptions:
     """Options of the Nemotron-3 Ultra format: Nano's and ``medium_effort``."""
 
+    enable_thinking: bool = True
+    """False: the generation prompt writes ``<think></think>`` (no reasoning)."""
+    truncate_history_thinking: bool = True
+    """True (template default): turns before the last user message lose their reasoning.
+    False: every turn keeps it."""
+    reasoning: Reasoning = "error"
+    """What to do with reasoning of a trained turn that the format cannot write (with
+    ``enable_thinking=False``, or before the last user message): ``"error"`` raises
+    ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained turns is rendered as
+    the template does."""
+    drafted_calls: DraftedCalls = "reasoning"
+    """Parsing: a ``<tool_call>`` sampled inside open reasoning stays reasoning text with
+    an issue (``"reasoning"``) or ends the reasoning and is a call (``"call"``; see
+    :data:`~renderers.core.options.DraftedCalls`)."""
     medium_effort: bool = False
     """True: the last user message ends with ``⏎⏎{reasoning effort: efficient}``."""
 
@@ -293,7 +322,14 @@ class Nemotron3Renderer(Renderer):
         reasoning = parts[0].text if parts and type(parts[0]) is ThinkingPart else None
         if reasoning is not None:
             parts = parts[1:]
-        has_reasoning = bool(reasoning and reasoning.strip())
+        had_reasoning = has_reasoning = bool(reasoning and reasoning.strip())
+        if trained and history and options.enable_thinking:
+            raise ValueError(
+                f"messages[{i}]: {self.name} writes a turn before the last user message as "
+                "<think></think>, which its generation prompt (<think>⏎) cannot precede, so it "
+                "cannot be trained; train it on the conversation cut after it, or pass "
+                "truncate_history_thinking=False"
+            )
         if trained and has_reasoning and (history or not options.enable_thinking):
             if options.reasoning == "error":
                 why = (
@@ -303,13 +339,6 @@ class Nemotron3Renderer(Renderer):
                 )
                 raise reasoning_error(self.name, i, why)
             has_reasoning = False
-        if trained and history and options.enable_thinking:
-            raise ValueError(
-                f"messages[{i}]: {self.name} writes a turn before the last user message as "
-                "<think></think>, which its generation prompt (<think>⏎) cannot precede, so it "
-                "cannot be trained; train it on the conversation cut after it, or pass "
-                "truncate_history_thinking=False"
-            )
         # The generation prompt's part of the turn, then what the model samples after it.
         w.control(self.im_start, i)
         w.text("assistant\n", i)
@@ -324,7 +353,8 @@ class Nemotron3Renderer(Renderer):
             if calls and not self._ultra:
                 text = text.strip()
             elif not calls:
-                text = ((self._pad if has_reasoning else "") + text).rstrip()
+                # The history form keeps the newline the dropped reasoning's block left.
+                text = ((self._pad if had_reasoning else "") + text).rstrip()
             w.text(text, i, True)
         elif has_reasoning or sampled_block:
             w.control(self.think, i)

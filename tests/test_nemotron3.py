@@ -55,6 +55,11 @@ CONFIGS = [
         "nemotron3_ultra", "nemotron_3_ultra", {"medium_effort": True, "enable_thinking": False}
     ),
 ]
+TEMPLATES = {
+    "nemotron3": "nemotron_3_nano",
+    "nemotron3_super": "nemotron_3_super",
+    "nemotron3_ultra": "nemotron_3_ultra",
+}
 SOURCE = "tml_renderers.tokenizers:Nemotron3Tokenizer"
 CORPUS_USED = [c for c in CORPUS if not c.tags & EXCLUDED]
 
