@@ -60,6 +60,9 @@ TML_TOKENIZERS = {
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
+    "zai-org/GLM-5.2": "tml_renderers.tokenizers:GlmTokenizer",
+    "zai-org/GLM-5.3": "tml_renderers.tokenizers:GlmTokenizer",
+    "zai-org/GLM-5.3-Flash": "tml_renderers.tokenizers:GlmTokenizer",
 }
 
 
