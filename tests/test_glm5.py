@@ -25,13 +25,15 @@ from tests.corpus import CORPUS, TOOLS, Conversation, prompts_of
 
 pytest.importorskip("tml_renderers")
 
+import torch  # noqa: F401  (tml-renderers needs PyTorch loaded first)
+from tml_renderers import renderers as tml
+
 from tests.tml_oracle import (
     OracleConfig,
     our_items,
     parsed_items,
     prompt_ids,
     supervised_ids,
-    tml,
 )
 
 SOURCE = "tml_renderers.tokenizers:GlmTokenizer"
@@ -157,7 +159,7 @@ def test_trained_turns_parse_as_tml_renderers_parses_them(config: Config) -> Non
 def test_a_call_parses_in_place_with_json_values_and_string_values() -> None:
     r = renderer(CONFIGS[2])
     arguments = {"q": "Zürich", "n": 3, "flag": True, "none": None, "deep": {"a": [1]}, "s": "x y"}
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "q"},
         {
             "role": "assistant",
