@@ -64,6 +64,13 @@ template, where the two differ:
   ``<|endoftext|>``);
 - a tool's JSON keeps its key order (tml sorts a schema's ``properties``).
 
+Agreement with tml on the shared corpus (40 of its 44 conversations: list content and
+control-token spellings are divergences below; 58 generation prompts, 31 trained
+answers; 6 option sets), tests/test_glm5.py: every prompt (30 of 58 as given, the others
+differing only by tml's sorted ``properties``), every supervised example but its last
+token, every parse of a trained turn (tml refuses the one without content). tinker-cookbook
+was read, not run (not installed here).
+
 Divergences, on purpose: message text spelling a control token is ordinary text (so
 assistant text spelling ``<think>…</think>`` is text, not the template's inline
 reasoning); list-of-parts content is its text parts joined; consecutive tool results are

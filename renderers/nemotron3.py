@@ -79,8 +79,15 @@ directory's README), rendered in transformers' sandbox and tokenized with the re
 vocabulary (tml-renderers' ``Nemotron3Tokenizer``); cross-checked against tml-renderers
 0.2.1 ``Nemotron3`` (``Nemotron3()``, ``Nemotron3.ultra()``), which differs from the
 templates where this renderer follows them: tml trims user text, and writes no newline
-between ``</think>`` and the first ``<tool_call>``. (tinker-cookbook's ``nemotron3`` was
-read, not run: it is not installed here.)
+between ``</think>`` and the first ``<tool_call>``; Ultra writes a call turn without
+reasoning as ``<think>⏎</think>`` in the history (the template: ``<think></think>``); it
+reads a parameter ``True``/``None`` as that string. Agreement on the shared corpus (40 of
+its 44 conversations: list content and control-token spellings are the divergences
+below; 58 generation prompts, 31 trained answers), tests/test_nemotron3.py: the templates,
+every prompt, untrained conversation and supervised example under 6 option sets; tml,
+52 of 58 prompts as it renders them (Ultra 46), 57 once its differences above are undone,
+and every parse of a trained turn. (tinker-cookbook's ``nemotron3`` was read, not run: it
+is not installed here.)
 
 Divergences from the templates, on purpose:
 
