@@ -29,7 +29,7 @@ Every role token, ``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>``,
   reasoning, or for turns up to the last user message with ``clear_thinking``), the text
   stripped, then each call: a string value as is, any other value as ``tojson``; a
   call's arguments given as JSON text are parsed first (what servers do before
-  templating).
+  templating; ``""`` is a call without arguments).
 - **No end-of-turn token**: a turn ends at the next role token, which the model samples:
   ``<|user|>`` after an answer, ``<|observation|>`` after calls (with ``<|endoftext|>``,
   the sampler's stop tokens). A trained turn ends with that token: the next message's
@@ -315,8 +315,8 @@ class Glm52Renderer(Renderer):
 
     def _call(self, w: TokenWriter, part: ToolCallPart, i: int) -> None:
         """``NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...``."""
-        checked_arguments(part, i)
-        arguments = json.loads(part.arguments) if part.arguments.strip() else {}
+        # ``""``: no arguments (vLLM hands the template ``{}`` for it).
+        arguments = json.loads(checked_arguments(part, i)) if part.arguments else {}
         if not isinstance(arguments, dict):
             raise ValueError(
                 f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "

@@ -41,7 +41,8 @@ sequence; ``stop()`` of tml-renderers' ``Nemotron3``).
   text. Each argument is a ``<parameter=KEY>`` block: a string as is, an object or list
   as ``tojson``, any other value as Python prints it (``True``, ``None``, ``10.0``); a
   call's arguments given as JSON text are parsed first (what inference servers do before
-  templating, vLLM's ``_postprocess_messages``).
+  templating, vLLM's ``_postprocess_messages``; ``""`` is a call without arguments, the
+  ``{}`` vLLM hands the template for it).
 - **History** (``truncate_history_thinking``, default on): turns before the last user
   message lose their reasoning: ``<think></think>`` then the text after the reasoning
   (Nano and Super: ``⏎{text}`` trimmed at the end without calls, ``{text}`` trimmed with
@@ -405,8 +406,8 @@ class Nemotron3Renderer(Renderer):
 
     def _call_body(self, part: ToolCallPart, i: int) -> str:
         """``⏎<function=NAME>⏎<parameter=KEY>⏎{value}⏎</parameter>⏎...</function>⏎``."""
-        checked_arguments(part, i)
-        arguments = json.loads(part.arguments) if part.arguments.strip() else {}
+        # ``""``: no arguments (vLLM hands the template ``{}`` for it).
+        arguments = json.loads(checked_arguments(part, i)) if part.arguments else {}
         if not isinstance(arguments, dict):
             raise ValueError(
                 f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
