@@ -98,13 +98,18 @@ class BaseRenderer:
     """Hub model ids this renderer answers to in :func:`renderers.get_renderer` (the
     default model first)."""
 
+    tokenizer_source: ClassVar[str | None] = None
+    """Where the default tokenizer loads from when not from the default model's hub files:
+    a ``"module:Class"`` source (families whose hub tokenizer is not available here, such
+    as tml-renderers' ``Nemotron3Tokenizer``); ``None``: the default model's."""
+
     message_markers: ClassVar[MessageMarkers] = MessageMarkers()
     """The control tokens that begin the format's messages: token views draw message
     boundaries from them, on any ids of the format (see :mod:`renderers.view`)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
-            tokenizer = load_tokenizer(self.default_model)
+            tokenizer = load_tokenizer(self.tokenizer_source or self.default_model)
         self.tokenizer = tokenizer
         self.table: TokenTable = token_table(tokenizer)
         self.options = self._with_options(self.Options(), options)

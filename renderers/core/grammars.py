@@ -49,6 +49,7 @@ __all__ = [
     "TagGrammar",
     "TaggedParser",
     "bare_json_calls",
+    "glm_call_builder",
     "json_call_builder",
     "xml_call_builder",
 ]
@@ -470,6 +471,47 @@ def xml_call_builder(close: str, *, python_scalars: bool = False) -> ToolCallBui
                 raw, f"unexpected text in the function body: {body[at : at + 40]!r}", name=name
             )
         return ToolCallPart(function.group(1), "{" + ", ".join(members) + "}")
+
+    return build
+
+
+# -- bare JSON ---------------------------------------------------------------------------------
+
+
+# -- GLM's key/value calls in tags --------------------------------------------------------------
+
+_GLM_CALL = re.compile(r"\s*([^<>\s][^<>]*?)\s*((?:<arg_key>.*)?)\Z", re.S)
+_GLM_ARGUMENT = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>\s*", re.S)
+
+
+def glm_call_builder(close: str) -> ToolCallBuilder:
+    """Builds a call from GLM's ``NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...``
+    (the tags are control tokens, read here by their spelling). Arguments become a JSON
+    object with default separators; a value that is JSON other than a string keeps its
+    text, any other value is a string (GLM writes strings raw, other values as JSON)."""
+
+    def build(segments: list[str], incomplete: bool) -> Part:
+        raw = segments[0]
+        head = _GLM_CALL.match(raw)
+        name = head.group(1) if head else None
+        if incomplete:
+            return UnparsedToolCallPart(raw, f"cut off before {close}", name=name, incomplete=True)
+        if head is None:
+            return UnparsedToolCallPart(raw, "expected NAME<arg_key>...", name=None)
+        body = head.group(2)
+        members: list[str] = []
+        at = 0
+        for argument in _GLM_ARGUMENT.finditer(body):
+            if argument.start() != at:
+                break
+            key = json.dumps(argument.group(1), ensure_ascii=False)
+            members.append(f"{key}: {_parameter_value(argument.group(2))}")
+            at = argument.end()
+        if body[at:]:
+            return UnparsedToolCallPart(
+                raw, f"unexpected text in the call: {body[at : at + 40]!r}", name=name
+            )
+        return ToolCallPart(head.group(1), "{" + ", ".join(members) + "}")
 
     return build
 
