@@ -11,7 +11,7 @@ Structure comes from control-token ids; only the header between ``<|start|>`` an
 :class:`MessageSink` (``begin(header)``, ``body(text)``, ``close(...)``). The same machine
 drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage` objects)
 and the gpt-oss renderer's parser (a sink building message parts). Decoding, id
-validation and the batch fast path come from :class:`renderers.core.parsing.StreamParser`.
+validation and the batch fast path come from :class:`renderers.core.engine.StreamParser`.
 
 Lenient (default) parsing accepts what models sample and repairs what they break; strict
 parsing accepts only the canonical form the renderer writes and raises
@@ -38,7 +38,8 @@ from typing import Any, Protocol, TypeAlias
 import numpy as np
 
 from harmony.messages import CHANNELS, CONSTRAIN, ROLES, HarmonyMessage, HarmonyTokens
-from renderers.core.parsing import ParseIssue, StreamParser
+from renderers.core.engine import StreamParser
+from renderers.core.result import ParseIssue
 from renderers.core.tokens import TokenTable
 
 __all__ = [

@@ -156,6 +156,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, ToolCallBuilder, without_prefix
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -166,17 +168,8 @@ from renderers.core.messages import (
     join_text,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
-    ToolCallBuilder,
-    without_prefix,
-)
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (
     Renderer,

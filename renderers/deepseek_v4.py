@@ -98,6 +98,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, json_object_members
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -107,16 +109,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    ParseIssue,
-    ParseResult,
-    StreamParser,
-    json_object_members,
-)
+from renderers.core.result import ParseIssue, ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.deepseek_v3 import ASSISTANT, BOS, EOS, THINK, THINK_END, USER
 from renderers.rendering import Renderer, checked_arguments, plain_text

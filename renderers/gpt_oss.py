@@ -125,6 +125,8 @@ from harmony import (
     functions_namespace,
 )
 from harmony.parser import PlannedMessage
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, Event
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -134,16 +136,8 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    Event,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
-)
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.tokens import int_ids
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text

@@ -126,6 +126,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -135,15 +137,8 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
-)
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
 from renderers.rendering import (

@@ -71,9 +71,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from renderers.core.assembly import THINKING
+from renderers.core.engine import StreamParser
 from renderers.core.messages import Message, Part, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import THINKING, ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.kimi_k2 import (
     _ARGUMENT_MARKER,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import (
     BareJsonParser,
     TaggedParser,
@@ -15,7 +16,6 @@ from renderers.core.grammars import (
     json_call_builder,
     xml_call_builder,
 )
-from renderers.core.parsing import StreamParser
 from renderers.core.tokens import TokenTable
 from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Options, DeepSeekV31Renderer
 from renderers.gpt_oss import GptOssRenderer

@@ -37,10 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
 from renderers.gpt_oss import GptOssRenderer
