@@ -159,42 +159,54 @@ class StreamParser(IdReader):
 
     def feed(self, token_ids: Sequence[int] | np.ndarray) -> list[Event]:
         """Consume more sampled token ids; returns the events they produced."""
-        if self._direct and type(token_ids) is list:
-            # The streaming hot path: a few ordinary tokens of complete UTF-8 text that the
+        if self._direct and type(token_ids) is list and len(token_ids) == 1:
+            # The streaming hot path: one ordinary token of complete UTF-8 text that the
             # format writes unchanged into the open part (inlined: the hottest path).
-            n = len(token_ids)
-            text = None
-            if n == 1:
-                t = token_ids[0]
-                if type(t) is int and 0 <= t < self._vocab_size:
-                    text = self._plain[t]
-            elif n <= _DIRECT_MAX:
-                text = self._plain_text(token_ids)
+            t = token_ids[0]
+            if type(t) is int and 0 <= t < self._vocab_size:
+                text = self._plain[t]
+                if text is not None:
+                    byte_ends = self._byte_ends
+                    if byte_ends is not None:
+                        gate = self._gate  # it counts bytes by byte_ends: nothing to add
+                        if gate is not None and (gate._buf or _MARKER_START in text):
+                            return self._feed(token_ids)
+                        byte_ends.tail.append(t)  # its bytes are counted when asked
+                    self._pos += 1
+                    asm = self.asm
+                    sink = asm._sink
+                    if sink is not None and text[-1] not in asm._holdback:
+                        sink.append(text)
+                        if asm.events is None:
+                            return []
+                        delta = asm._deltas.get(text)
+                        if delta is None:
+                            delta = asm._delta(text)
+                        return [delta]
+                    return self._write_text(text)
+        elif self._direct and type(token_ids) is list and 1 < len(token_ids) <= _DIRECT_MAX:
+            # The same for a few ids (what a server sends per chunk): their texts joined.
+            text = self._plain_text(token_ids)
             if text is not None:
                 byte_ends = self._byte_ends
                 if byte_ends is not None:
-                    gate = self._gate  # it counts bytes by byte_ends: nothing to add
+                    gate = self._gate
                     if gate is not None and (gate._buf or _MARKER_START in text):
                         return self._feed(token_ids)
-                    byte_ends.tail += token_ids  # their bytes are counted when asked
-                self._pos += n
-                asm = self.asm
-                sink = asm._sink
-                if n == 1 and sink is not None and text[-1] not in asm._holdback:
-                    sink.append(text)
-                    if asm.events is None:
-                        return []
-                    delta = asm._deltas.get(text)
-                    if delta is None:
-                        delta = asm._delta(text)
-                    return [delta]
-                if asm.events is None:
-                    asm.write(text)
-                    return []
-                events = asm.events = []
-                asm.write(text)
-                return events
+                    byte_ends.tail += token_ids
+                self._pos += len(token_ids)
+                return self._write_text(text)
         return self._feed(token_ids if type(token_ids) is list else as_token_ids(token_ids))
+
+    def _write_text(self, text: str) -> list[Event]:
+        """The hot path's ``text`` into the open part, with the events it makes."""
+        asm = self.asm
+        if asm.events is None:
+            asm.write(text)
+            return []
+        events = asm.events = []
+        asm.write(text)
+        return events
 
     def _plain_text(self, ids: list[int]) -> str | None:
         """The joined text of ``ids`` if each is an ordinary token of complete UTF-8 text."""
