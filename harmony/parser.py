@@ -13,7 +13,7 @@ description of the grammar: the same transitions read a whole completion and one
 pieces. It drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage`
 objects) and :class:`harmony.parts.HarmonyPartsParser` (a sink building message parts:
 gpt-oss and Harmony chat templates). Decoding, id validation and how ids are fed come
-from :class:`renderers.core.parsing.StreamParser`.
+from :class:`renderers.core.engine.StreamParser`.
 
 Lenient (default) parsing accepts what models sample and repairs what they break; strict
 parsing accepts only the canonical form the renderer writes and raises
@@ -40,7 +40,8 @@ from typing import Any, Protocol, TypeAlias
 import numpy as np
 
 from harmony.messages import CHANNELS, CONSTRAIN, ROLES, HarmonyMessage, HarmonyTokens
-from renderers.core.parsing import ParseIssue, StreamParser
+from renderers.core.engine import StreamParser
+from renderers.core.result import ParseIssue
 from renderers.core.tokens import TokenTable
 
 __all__ = [

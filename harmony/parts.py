@@ -30,16 +30,10 @@ import numpy as np
 
 from harmony.messages import CHANNELS, HarmonyTokens
 from harmony.parser import HarmonyMachine, Header
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, Event
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    Event,
-    ParseResult,
-    StreamParser,
-)
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable, int_ids
 from renderers.core.writer import TokenWriter
 
@@ -263,7 +257,7 @@ class HarmonyPartsParser(StreamParser):
                 if not self._done:
                     continue
                 self._trailing.append(t)  # another role's message: it trails
-            self._trail(runs.ids[cuts[j] + 1 :])
+            self._keep_trailing(runs.ids[cuts[j] + 1 :])
             break
         else:
             if texts[-1]:

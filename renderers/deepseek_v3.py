@@ -148,6 +148,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -158,7 +159,7 @@ from renderers.core.messages import (
     join_text,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.sections import (
     SectionGrammar,
     TextThink,

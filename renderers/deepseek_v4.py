@@ -96,7 +96,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from renderers.core.assembly import json_object_members
 from renderers.core.dsml import DSML, DSMLGrammar, DSMLParser
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -106,7 +108,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning
-from renderers.core.parsing import ParseResult, StreamParser, json_object_members
+from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.deepseek_v3 import ASSISTANT, BOS, EOS, THINK, THINK_END, USER
 from renderers.rendering import Renderer, checked_arguments, plain_text

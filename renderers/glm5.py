@@ -85,6 +85,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import TaggedParser, TagGrammar, glm_call_builder
 from renderers.core.messages import (
     Message,
@@ -94,7 +95,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty

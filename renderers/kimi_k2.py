@@ -126,6 +126,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -135,7 +136,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.sections import (
     SectionGrammar,
     id_json_call,

@@ -71,9 +71,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from renderers.core.engine import StreamParser
 from renderers.core.messages import Message, ThinkingPart, ToolCallPart
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.sections import section_parser
 from renderers.core.writer import TokenWriter
 from renderers.kimi_k2 import (

@@ -106,6 +106,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, json_object_members, without_prefix
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -115,17 +117,8 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import DraftedCalls, Reasoning
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
-    json_object_members,
-    without_prefix,
-)
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.writer import TokenWriter
 from renderers.qwen3 import _assistant_parts
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text

@@ -2,7 +2,7 @@
 
 A format module subclasses :class:`Renderer`: it writes a conversation with the core's
 :class:`~renderers.core.writer.TokenWriter` (``_render``) and parses completions with a
-:class:`~renderers.core.parsing.StreamParser` (``_new_parser``); loss weights, options,
+:class:`~renderers.core.engine.StreamParser` (``_new_parser``); loss weights, options,
 rollouts and caller checks are handled here once for every format.
 """
 
@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import (
     Message,
@@ -27,7 +28,8 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.options import options_from_text, with_options
-from renderers.core.parsing import ParseResult, StreamParser, sampled_text_ids
+from renderers.core.result import ParseResult
+from renderers.core.scanning import sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter

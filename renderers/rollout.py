@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
-from renderers.core.parsing import ParseIssue, ParseResult, Termination
+from renderers.core.result import ParseIssue, ParseResult, Termination
 from renderers.core.tokens import TokenTable, id_list, int_ids
 from renderers.view import MessageMarkers, TokenView, supervised_view
 

@@ -32,7 +32,7 @@ from renderers import (
     TrainOn,
     UnparsedToolCallPart,
 )
-from renderers.core.parsing import sampled_text_ids
+from renderers.core.scanning import sampled_text_ids
 from renderers.gpt_oss import GptOssRenderer
 from tests.conftest import tokenizer_for
 from tests.corpus import (

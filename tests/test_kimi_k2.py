@@ -35,6 +35,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from renderers.core.assembly import PartFinished, TextDelta
 from renderers.core.kimi_tokenizer import load_kimi_tokenizer
 from renderers.core.messages import (
     Message,
@@ -45,7 +46,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
     coerce_messages,
 )
-from renderers.core.parsing import ParseResult, PartFinished, Termination, TextDelta
+from renderers.core.result import ParseResult, Termination
 from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, tool_name_from_id
 from tests.corpus import (
     CORPUS,

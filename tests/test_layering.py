@@ -109,8 +109,8 @@ def _ancestors_excluded(edges: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def test_the_graph_sees_the_packages() -> None:
-    assert "renderers.core.parsing" in GRAPH
-    assert "renderers.core.parsing" in GRAPH["harmony.parser"]
+    assert "renderers.core.engine" in GRAPH
+    assert "renderers.core.engine" in GRAPH["harmony.parser"]
     assert "harmony" in GRAPH["renderers.gpt_oss"]
 
 

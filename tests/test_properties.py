@@ -46,13 +46,11 @@ from renderers import (
     UnparsedToolCallPart,
     get_renderer,
 )
+from renderers.core.assembly import TextDelta
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import _json_call, _scanned_json_call
 from renderers.core.messages import Part, coerce_messages
-from renderers.core.parsing import (
-    StreamParser,
-    TextDelta,
-    sampled_text_ids,
-)
+from renderers.core.scanning import sampled_text_ids
 from renderers.kimi_k2 import tool_name_from_id
 from tests import strategies
 from tests.conftest import tokenizer_for

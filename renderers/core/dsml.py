@@ -40,16 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, ToolCallBuilder
+from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    ParseResult,
-    StreamParser,
-    ToolCallBuilder,
-)
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 
 __all__ = ["DSML", "DSMLGrammar", "DSMLParser", "dsml_call"]
@@ -186,7 +180,7 @@ class _WholeRuns(StreamParser):
             self._on_token(t, cut)
             if self._done:  # the format ended the message at this token
                 self._trailing.append(t)
-                self._trail(runs.ids[cut + 1 :])
+                self._keep_trailing(runs.ids[cut + 1 :])
                 break
         else:
             self._pos = runs.count

@@ -29,19 +29,18 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
+from renderers.core.assembly import (
     TEXT,
     THINKING,
     TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
     ToolCallBuilder,
     json_object_members,
     without_prefix,
 )
+from renderers.core.engine import BatchRuns, StreamParser
+from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.tokens import TokenTable
 
 __all__ = [

@@ -29,19 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
+from renderers.core.assembly import (
     TEXT,
     THINKING,
     TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
     PartAssembler,
-    StreamParser,
     ToolCallBuilder,
     without_prefix,
 )
+from renderers.core.engine import BatchRuns, StreamParser
+from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 

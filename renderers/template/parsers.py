@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harmony.parts import HarmonyGrammar, HarmonyPartsParser, harmony_grammar
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import (
     BareJsonParser,
     TaggedParser,
@@ -18,7 +19,7 @@ from renderers.core.grammars import (
     json_call_builder,
     xml_call_builder,
 )
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.sections import (
     SectionGrammar,
     TextThink,

@@ -44,10 +44,11 @@ from typing import Any
 import numpy as np
 
 from harmony.parts import closing_ids, prefill_ids, write_prefill
+from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning
-from renderers.core.parsing import ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.tokens import token_table
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
