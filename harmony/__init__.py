@@ -21,8 +21,9 @@ holds instructions and function tools as a TypeScript namespace (:class:`Develop
 answer (:func:`drop_analysis`).
 
 Entry points: :class:`HarmonyEncoding` (``render_conversation``, ``parse``,
-``stream_parser``) and :class:`HarmonyMachine`, the state machine the gpt-oss renderer's
-parser shares.
+``stream_parser``), :class:`HarmonyMachine`, the state machine every Harmony parser runs,
+and :class:`HarmonyGrammar` with :class:`HarmonyPartsParser`, which read a completion
+into message parts (the gpt-oss renderer's parser, and a Harmony chat template's).
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ from harmony.parser import (
     MessageSink,
     MessageStarted,
 )
+from harmony.parts import (
+    HarmonyGrammar,
+    HarmonyPartsParser,
+    closing_ids,
+    harmony_grammar,
+    recipient_of,
+    tool_name_of,
+)
 from harmony.tools import (
     BROWSER,
     PYTHON,
@@ -76,9 +85,11 @@ __all__ = [
     "HarmonyEncoding",
     "HarmonyError",
     "HarmonyEvent",
+    "HarmonyGrammar",
     "HarmonyMachine",
     "HarmonyMessage",
     "HarmonyParseResult",
+    "HarmonyPartsParser",
     "HarmonyStreamParser",
     "HarmonyTokens",
     "Header",
@@ -88,10 +99,14 @@ __all__ = [
     "SystemContent",
     "ToolDescription",
     "ToolNamespace",
+    "closing_ids",
     "drop_analysis",
     "functions_namespace",
+    "harmony_grammar",
     "has_function_tools",
+    "recipient_of",
     "render_namespace",
     "render_namespaces",
+    "tool_name_of",
     "typescript_type",
 ]

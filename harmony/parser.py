@@ -8,10 +8,12 @@ Structure comes from control-token ids; only the header between ``<|start|>`` an
          +-------------------------------------------------------------------------------+
 
 :class:`HarmonyMachine` is fed decoded text runs and control tokens and reports to a
-:class:`MessageSink` (``begin(header)``, ``body(text)``, ``close(...)``). The same machine
-drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage` objects)
-and the gpt-oss renderer's parser (a sink building message parts). Decoding, id
-validation and the batch fast path come from :class:`renderers.core.parsing.StreamParser`.
+:class:`MessageSink` (``begin(header)``, ``body(text)``, ``close(...)``). It is the one
+description of the grammar: the same transitions read a whole completion and one fed in
+pieces. It drives :class:`HarmonyStreamParser` (a sink collecting :class:`HarmonyMessage`
+objects) and :class:`harmony.parts.HarmonyPartsParser` (a sink building message parts:
+gpt-oss and Harmony chat templates). Decoding, id validation and how ids are fed come
+from :class:`renderers.core.engine.StreamParser`.
 
 Lenient (default) parsing accepts what models sample and repairs what they break; strict
 parsing accepts only the canonical form the renderer writes and raises
@@ -38,7 +40,8 @@ from typing import Any, Protocol, TypeAlias
 import numpy as np
 
 from harmony.messages import CHANNELS, CONSTRAIN, ROLES, HarmonyMessage, HarmonyTokens
-from renderers.core.parsing import ParseIssue, StreamParser
+from renderers.core.engine import StreamParser
+from renderers.core.result import ParseIssue
 from renderers.core.tokens import TokenTable
 
 __all__ = [
@@ -52,7 +55,6 @@ __all__ = [
     "MessageFinished",
     "MessageSink",
     "MessageStarted",
-    "PlannedMessage",
 ]
 
 
@@ -325,6 +327,7 @@ def read_header(
             _KEPT_HEADERS.clear()
         _KEPT_HEADERS[key] = read
     header, body, problems = read
+    stray = header.stray
     placed = Header(
         header.role,
         header.name,
@@ -332,8 +335,10 @@ def read_header(
         header.recipient,
         header.content_type,
         marks[header.start],
-        tuple((marks[i], text) for i, text in header.stray) if header.stray else (),
+        tuple((marks[i], text) for i, text in stray) if stray else stray,
     )
+    if not problems:
+        return placed, body, []
     return placed, body, [(marks[i], silent, message) for i, silent, message in problems]
 
 
@@ -343,18 +348,6 @@ _KEPT_HEADERS: dict[tuple[Any, ...], tuple[Header, str | None, tuple[Problem, ..
 
 
 # -- the state machine -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedMessage:
-    """One message of :meth:`HarmonyMachine.plan`: its header, its body text, where it
-    ends (exclusive), its end token's name, and whether the input was cut off in it."""
-
-    header: Header
-    body: str
-    end: int
-    end_token: str | None
-    truncated: bool
 
 
 _EXPECT_START, _HEADER, _BODY, _HALTED = 0, 1, 2, 3
@@ -384,6 +377,7 @@ class HarmonyMachine:
         "_valid",
         "_valid_key",
         "_write",
+        "at",
     )
 
     def __init__(
@@ -411,6 +405,8 @@ class HarmonyMachine:
         self._role = self._default_role
         self._stray: list[str] = []
         self._after = 0  # the position after the last control token
+        self.at = 0
+        """The position of the control token (or of the end) being read."""
         self._given: str | None = None
         self._kinds: list[int] = []
         self._texts: list[list[str]] = []
@@ -450,79 +446,6 @@ class HarmonyMachine:
         """Ignore all further input (the driver stopped reading)."""
         self._state = _HALTED
 
-    def plan(
-        self,
-        texts: Sequence[str],
-        tokens: Sequence[int],
-        cuts: Sequence[int],
-        count: int,
-        stops: frozenset[int],
-    ) -> tuple[list[PlannedMessage], int | None] | None:
-        """A whole input read at once, for a one-shot parse: ``texts[j]`` is the text
-        before control token ``tokens[j]`` (at ``cuts[j]``), ``texts[-1]`` the text after
-        the last, ``count`` ids in all, and ``stops`` the ids that end the input. Returns
-        the messages (in canonical shape: headers the machine reads without a problem it
-        reports, a body ended by its end token, or cut off) and the index in ``tokens`` of
-        the stop token if one ended the input; ``None`` for anything else, which
-        :meth:`token` and :meth:`end` report. The machine itself is left unchanged."""
-        tk = self._tk
-        ends = self._ends
-        if self._state != _HEADER or self._stray:
-            return None
-        kinds = list(self._kinds)
-        segments = ["".join(chunks) for chunks in self._texts]
-        marks = list(self._marks)
-        given = self._given
-        state = _HEADER
-        header: Header | None = None
-        messages: list[PlannedMessage] = []
-        for j, t in enumerate(tokens):
-            pos = cuts[j]
-            text = texts[j]
-            if state == _HEADER:
-                segments[-1] += text
-            elif text and state == _EXPECT_START:
-                return None  # text between messages
-            end_name = ends.get(t)
-            if end_name is not None or t in stops:
-                if state == _BODY:
-                    assert header is not None
-                    messages.append(PlannedMessage(header, text, pos + 1, end_name, False))
-                    state = _EXPECT_START
-                elif state == _HEADER or end_name is not None:
-                    return None
-                if t in stops:
-                    return messages, j
-            elif t == tk.message and state == _HEADER:
-                header, body, problems = read_header(
-                    kinds,
-                    segments,
-                    marks,
-                    role=given,
-                    default_role=self._default_role,
-                    valid_channels=self._valid_key,
-                    missing_message=False,
-                )
-                if body or header.stray or any(self._strict or not s for _, s, _ in problems):
-                    return None  # (a strict machine raises on the silent ones too)
-                state = _BODY
-            elif t == tk.start and state == _EXPECT_START:
-                state, given, kinds, segments, marks = _HEADER, None, [_ROLE], [""], [pos]
-            elif (t == tk.channel or t == tk.constrain) and state == _HEADER:
-                kinds.append(_CHANNEL if t == tk.channel else _CONSTRAIN)
-                segments.append("")
-                marks.append(pos)
-            else:
-                return None
-        if state == _HEADER:
-            return None
-        if state == _BODY:
-            assert header is not None
-            messages.append(PlannedMessage(header, texts[-1], count, None, True))
-        elif texts[-1]:
-            return None
-        return messages, None
-
     # -- input -------------------------------------------------------------------------------
 
     def text(self, text: str) -> None:
@@ -537,6 +460,7 @@ class HarmonyMachine:
 
     def token(self, t: int, pos: int) -> None:
         """A control token at position ``pos``."""
+        self.at = pos
         if self._stray:
             self._resolve_stray(pos)
         self._after = pos + 1
@@ -619,6 +543,7 @@ class HarmonyMachine:
         if stop is not None and stop in self._ends:
             self.token(stop, pos)
             return
+        self.at = pos
         if self._stray:
             self._resolve_stray(pos)
         state = self._state
@@ -671,19 +596,13 @@ class HarmonyMachine:
     def _read_header(self, missing_message: bool) -> tuple[Header, str | None, list[Problem]]:
         return read_header(
             self._kinds,
-            ["".join(chunks) for chunks in self._texts],
+            list(map("".join, self._texts)),
             self._marks,
             role=self._given,
             default_role=self._default_role,
             valid_channels=self._valid_key,
             missing_message=missing_message,
         )
-
-    def _parse(self, missing_message: bool) -> tuple[Header, str | None]:
-        header, body, problems = self._read_header(missing_message)
-        for pos, silent, message in problems:
-            self._problem(pos, silent, message)
-        return header, body
 
     def _header_body(self) -> str:
         """The text of the open header that a header cannot hold (the body it ran into)."""
@@ -692,7 +611,9 @@ class HarmonyMachine:
     def _open_body(self, pos: int, missing_message: bool) -> str | None:
         """End the header at the control token at ``pos`` and start the body; returns body
         text the header ran into (it was sampled after the last header segment's mark)."""
-        header, body = self._parse(missing_message)
+        header, body, problems = self._read_header(missing_message)
+        for at, silent, message in problems:
+            self._problem(at, silent, message)
         if header.stray:
             header = replace(header, body_start=self._marks[-1] if missing_message else pos)
         self._state = _BODY

@@ -25,8 +25,8 @@ objects are indented by four spaces, ``nullable`` adds ``| null`` and defaults b
 trailing ``// default:`` comments (strings quoted unless the property is an enum).
 
 The official Hugging Face chat template renders function tools with its own Jinja macro,
-which differs on defaults, nested objects, ``oneOf`` and more; the gpt-oss renderer ports
-that macro for template parity (see ``renderers.gpt_oss``).
+which differs on defaults, nested objects, ``oneOf`` and more; :mod:`harmony.chat_template`
+ports that macro for template parity (the gpt-oss renderer's ``template`` dialect).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from renderers.core.assembly import Event, PartFinished, PartStarted, TextDelta
+from renderers.core.engine import StreamParser
 from renderers.core.loading import load_tokenizer
 from renderers.core.messages import (
     Message,
@@ -22,16 +24,7 @@ from renderers.core.messages import (
     ToolCallPart,
     UnparsedToolCallPart,
 )
-from renderers.core.parsing import (
-    Event,
-    ParseIssue,
-    ParseResult,
-    PartFinished,
-    PartStarted,
-    StreamParser,
-    Termination,
-    TextDelta,
-)
+from renderers.core.result import ParseIssue, ParseResult, Termination
 from renderers.core.tokens import TokenTable, token_table
 from renderers.rendering import Renderer, TrainOn
 from renderers.supervised_example import SupervisedExample

@@ -52,11 +52,12 @@ Jinja template added later is documented as equivalent to it) writes::
 - **Reasoning effort** (thinking mode): ``"high"`` and ``"max"`` put the encoder's effort
   instruction before the first message; ``None`` and ``"low"`` put nothing.
 
-Parsing: parts in sampled order. Reasoning ends at ``</think>``; ``｜DSML｜`` inside
+Parsing (the DSML grammar, :mod:`renderers.core.dsml`; thinking mode starts inside the
+reasoning): parts in sampled order. Reasoning ends at ``</think>``; ``｜DSML｜`` inside
 reasoning is reasoning text (a drafted call is not a call). The text before a section
-loses the blank line the format puts there. Each ``invoke`` is a
-:class:`ToolCallPart` (arguments: a JSON object, ``string="true"`` values as strings, the
-others kept as sampled) or, when it does not follow the grammar or was cut off, an
+loses the blank line the format puts there. Each ``invoke`` is a :class:`ToolCallPart`
+(arguments: a JSON object, ``string="true"`` values as strings, the others kept as
+sampled) or, when it does not follow the grammar or was cut off, an
 :class:`UnparsedToolCallPart` holding its text with ``｜DSML｜`` spelled out. Spans are
 token ranges; a token holding the end of one structure and the start of the next
 (``>⏎<``) is in both. A control token out of place is kept as text with an issue.
@@ -91,13 +92,13 @@ Divergences from the encoder, on purpose:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
+from renderers.core.assembly import json_object_members
+from renderers.core.dsml import DSML, DSMLGrammar, DSMLParser
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -107,24 +108,13 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    ParseIssue,
-    ParseResult,
-    StreamParser,
-    json_object_members,
-)
+from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.deepseek_v3 import ASSISTANT, BOS, EOS, THINK, THINK_END, USER
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["DeepSeekV4Options", "DeepSeekV4Renderer"]
-
-DSML = "｜DSML｜"
 
 _TOOLS = (
     "## Tools\n\nYou have access to a set of tools to help answer the user's question. You "
@@ -352,8 +342,20 @@ class DeepSeekV4Renderer(Renderer):
 
     # -- parsing ------------------------------------------------------------------------
 
+    def grammar(self, options: DeepSeekV4Options) -> DSMLGrammar:
+        """The parse side of the format: DSML, starting inside the reasoning in thinking
+        mode; a new turn's marker ends a message."""
+        return DSMLGrammar(
+            stop=(self.eos,),
+            think=self.think,
+            think_end=self.think_end,
+            dsml=self.dsml,
+            ends_message=(self.bos, self.user, self.assistant),
+            reasoning_first=options.thinking_mode == "thinking",
+        )
+
     def _new_parser(self, options: DeepSeekV4Options, events: bool) -> StreamParser:
-        return _DeepSeekV4Parser(self, events, thinking=options.thinking_mode == "thinking")
+        return DSMLParser(self.table, self.grammar(options), events)
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -481,461 +483,3 @@ def _open_section(table: Any, completion_ids: Sequence[int]) -> bool:
     """Whether a completion that was cut off is inside a tool-call section."""
     text: str = table.decode(completion_ids)
     return text.rfind(f"<{DSML}tool_calls>") > text.rfind(f"</{DSML}tool_calls>")
-
-
-# -- parsing ------------------------------------------------------------------------------
-
-_INVOKE = re.compile(r'invoke name="([^"\n]*)">\n')
-_PARAMETER = re.compile(r'parameter name="([^"\n]*)" string="(true|false)">(.*)</', re.DOTALL)
-_PARAMETER_END = re.compile(r"parameter>\n(<|</)")
-
-
-def _tool_call_from_segments(segments: list[str], incomplete: bool) -> Part:
-    """An ``invoke`` block split at its ``｜DSML｜`` tokens -> a tool call."""
-    raw = DSML.join(segments)
-    name_match = _INVOKE.match(segments[1]) if len(segments) > 1 else None
-    name = name_match.group(1) if name_match else None
-    if incomplete:
-        return UnparsedToolCallPart(
-            raw, "cut off before the invoke ended", name=name, incomplete=True
-        )
-    error = "expected <｜DSML｜invoke name=...> with parameter blocks"
-    if segments[0] != "<" or name_match is None or not name:
-        return UnparsedToolCallPart(raw, error, name=name)
-    rest = segments[1][name_match.end() :]
-    members: list[str] = []
-    k = 2
-    if rest == "<":  # parameters follow
-        while True:
-            parameter = _PARAMETER.fullmatch(segments[k]) if k < len(segments) else None
-            end = _PARAMETER_END.fullmatch(segments[k + 1]) if k + 1 < len(segments) else None
-            if parameter is None or end is None:
-                return UnparsedToolCallPart(raw, "a parameter block is malformed", name=name)
-            key, flag, value = parameter.groups()
-            if flag == "true":
-                value = json.dumps(value, ensure_ascii=False)
-            else:
-                try:
-                    json.loads(value)
-                except ValueError as exc:
-                    return UnparsedToolCallPart(
-                        raw, f'parameter {key!r} (string="false") is not JSON: {exc}', name=name
-                    )
-            members.append(json.dumps(key, ensure_ascii=False) + ": " + value)
-            k += 2
-            if end.group(1) == "</":
-                break
-    elif rest not in ("\n</", "</"):
-        return UnparsedToolCallPart(raw, error, name=name)
-    if segments[k:] != ["invoke>"]:
-        return UnparsedToolCallPart(
-            raw, "expected </｜DSML｜invoke> after the parameters", name=name
-        )
-    return ToolCallPart(name, "{" + ", ".join(members) + "}")
-
-
-_SECTION = "section"  # inside <｜DSML｜tool_calls>, between invokes
-_INVOKE_STATE = "invoke"  # inside <｜DSML｜invoke ...> ... </｜DSML｜invoke>
-# A tail of text that may still open a tag when ｜DSML｜ follows ("<", "</"), with the
-# blank line the format puts before a section.
-_OPENER_TAIL = re.compile(rb"\n{0,2}(?:</?)?\Z")
-_OPENER_TAIL_MAX = 4
-_INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
-_MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
-_INVOKE_END = b"invoke>"
-_ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips: whitespace between invokes
-_SECTION_TEXT = "text inside the tool-call section (kept as text)"
-
-
-class _DeepSeekV4Parser(StreamParser):
-    """DeepSeek-V4 completions: reasoning (from the start in thinking mode), text and DSML
-    tool-call sections, in any order.
-
-    ``｜DSML｜`` is a control token, the ``<``/``</`` before it and the tag after it are
-    text: text that may open a tag is held back until the next token says whether it
-    does, and a tag is read up to its ``>``. Positions inside runs of text come from byte
-    offsets.
-    """
-
-    def __init__(self, r: DeepSeekV4Renderer, events: bool, *, thinking: bool) -> None:
-        super().__init__(
-            r.table,
-            structural=(r.think, r.think_end, r.dsml, r.bos, r.user, r.assistant),
-            stop_ids=(r.eos,),
-            events=events,
-            byte_offsets=True,
-        )
-        self._r = r
-        self._ends_turn = frozenset((r.bos, r.user, r.assistant))
-        self._dsml_text = DSML.encode()
-        self._state = THINKING if thinking else TEXT
-        self._held = b""  # TEXT/SECTION: text that may open a tag
-        # After "<｜DSML｜" or "</｜DSML｜": (closing, token of "<", the text it replaced).
-        self._tag: tuple[bool, int, bytes] | None = None
-        self._tag_text = b""
-        self._invoke_tail = b""  # INVOKE: the last bytes of the open segment
-        self._invoke_end: bytes | None = None  # INVOKE: bytes after "</｜DSML｜" so far
-        if thinking:
-            self.asm.open(THINKING, 0, explicit=True)
-        else:
-            self.asm.open(TEXT, 0)
-
-    # -- one shot -------------------------------------------------------------------------
-
-    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of a completion in the format's order: reasoning, text, and
-        sections of whole invokes (text between them is a reported text part), each tag
-        in the run after its ``｜DSML｜``. The parts, spans and issues are those the general
-        path gives; anything else it would report (a tag it does not read, a token out of
-        place, a replacement character where positions count bytes) takes that path."""
-        r = self._r
-        texts = runs.texts
-        cuts = runs.cuts
-        tokens = runs.tokens
-        byte_ends = runs.byte_ends
-        last = runs.count - 1
-
-        def token_at(offset: int) -> int:  # the token holding ordinary byte ``offset``
-            return max(0, min(int(np.searchsorted(byte_ends, offset, "right")), last))
-
-        parts: list[Part | None] = []
-        spans: list[tuple[int, int]] = []
-        calls: list[tuple[int, list[str], bool]] = []  # built last: a decline costs less
-        issues: list[ParseIssue] = []  # the parser's own only once the parse is taken
-        state = self._state
-        start = 0
-        reasoning: list[str] = []  # THINKING: its runs, and markers kept as reasoning
-        segments: list[str] = []  # INVOKE: the open call's segments before the current one
-        tag: tuple[bool, int] | None = None  # after "<" or "</" and ｜DSML｜: (closing, start)
-        before = ""  # the text a tag ends (TEXT: before a section; SECTION: between invokes)
-        before_start = 0  # SECTION: where that text starts
-        armed = False  # INVOKE: the segment before ｜DSML｜ ended with "</"
-        stop = None
-        n = len(tokens)
-        for j in range(n + 1):
-            text = texts[j]
-            at = int(byte_ends[cuts[j - 1]]) if j else 0  # where ``text``'s bytes start
-            if tag is not None:
-                end = text.find(">")
-                if end < 0 or "\ufffd" in text[: end + 1]:
-                    return None
-                name = text[:end]
-                spelled = name.encode()
-                size = len(spelled)
-                closing, tag_start = tag
-                tag = None
-                if size > _MAX_TAG:
-                    return None
-                opens = not closing and (
-                    name == "tool_calls" if state == TEXT else bool(_INVOKE_TAG.fullmatch(spelled))
-                )
-                if not opens and not (closing and name == "tool_calls" and state == _SECTION):
-                    return None
-                if before:
-                    parts.append(TextPart(before))
-                    spans.append(
-                        (start, tag_start + 1) if state == TEXT else (before_start, tag_start)
-                    )
-                    before = ""
-                if state == TEXT:
-                    state = _SECTION
-                elif opens:
-                    state, start, segments = _INVOKE_STATE, tag_start, ["<"]
-                    text = name + ">" + text[end + 1 :]
-                else:
-                    state, start = TEXT, token_at(at + size) + 1
-                if state != _INVOKE_STATE:
-                    text = text[end + 1 :]
-                    at += size + 1
-            elif state == _INVOKE_STATE and armed and text.startswith("invoke>"):
-                calls.append((len(parts), [*segments, "invoke>"], False))
-                parts.append(None)
-                spans.append((start, token_at(at + 6) + 1))
-                state = _SECTION
-                text = text[7:]
-                at += 7
-            t = tokens[j] if j < n else None
-            if state == THINKING:
-                reasoning.append(text)
-                if t == r.think_end:
-                    thinking = "".join(reasoning)
-                    if thinking:
-                        parts.append(ThinkingPart(thinking))
-                        spans.append((start, cuts[j] + 1))
-                    state, start = TEXT, cuts[j] + 1
-                elif t == r.dsml or t == r.think:
-                    reasoning.append(DSML if t == r.dsml else THINK)
-                elif t is not None:
-                    return None
-            elif state == _INVOKE_STATE:
-                if t == r.dsml:
-                    segments.append(text)
-                    armed = text.endswith("</")
-                elif t is None:
-                    calls.append((len(parts), [*segments, text], True))
-                    parts.append(None)
-                    spans.append((start, runs.count))
-                else:
-                    return None
-            elif t == r.dsml:
-                opener = "</" if text.endswith("</") else "<" if text.endswith("<") else ""
-                if not opener:
-                    return None
-                rest = text[: len(text) - len(opener)]
-                if state == TEXT:
-                    before = rest[:-2] if rest.endswith("\n\n") else rest
-                else:
-                    before = rest.lstrip(_ASCII_SPACE)
-                    if before:
-                        before_start = token_at(at + len(rest) - len(before))
-                        issues.append(ParseIssue(before_start, _SECTION_TEXT))
-                tag = opener == "</", token_at(int(byte_ends[cuts[j]]) - len(opener))
-            elif state == _SECTION:
-                return None  # text, another token or the end inside the section: reported
-            else:  # TEXT
-                if t is not None and t != r.think and t not in self._stop_ids:
-                    return None
-                end = runs.count if t is None else cuts[j]
-                if text:
-                    parts.append(TextPart(text, None, t is None))
-                    spans.append((start, end))
-                if t is None:
-                    break
-                if t != r.think:
-                    stop = j
-                    break
-                state, start, reasoning = THINKING, cuts[j], []
-        else:
-            if state == THINKING:  # cut off in the reasoning (an explicit region)
-                parts.append(ThinkingPart("".join(reasoning), None, True))
-                spans.append((start, runs.count))
-        for k, call, incomplete in calls:
-            parts[k] = _tool_call_from_segments(call, incomplete)
-        self._issues += issues
-        return self._one_shot_result(runs, parts, spans, stop)
-
-    # -- text -----------------------------------------------------------------------------
-
-    def _text_ok(self, data: bytes) -> bool:
-        if self._tag is not None:
-            return False
-        if self._state == THINKING:
-            return True
-        return self._state == TEXT and not self._held and b"<" not in data and b"\n" not in data
-
-    def _on_text(self, text: str) -> None:
-        self.asm.write(text)
-
-    def _section_text(self, at: int) -> None:
-        """Text in a tool-call section (between invokes) starts a text part at ``at``."""
-        if self._state == _SECTION and self.asm.kind is None:
-            self._issue(at, _SECTION_TEXT)
-            self.asm.open(TEXT, at)
-
-    def _content(self, data: bytes, base: int) -> None:
-        """Ordinary text of the text or section state, at ordinary-byte offset ``base``;
-        in a section, the whitespace between invokes is structure."""
-        if self._state == _SECTION and self.asm.kind is None:
-            text = data.lstrip()
-            if not text:
-                return
-            self._section_text(self._token_at_byte(base + len(data) - len(text)))
-            data = text
-        self._decode(data)
-
-    def _on_bytes(self, data: bytes) -> None:
-        base = self._byte_end(self._pos - 1) - len(data)
-        while data:
-            if self._tag is not None:
-                data, base = self._tag_bytes(data, base)
-            elif self._state == THINKING:
-                self._decode(data)
-                return
-            elif self._state == _INVOKE_STATE:
-                data, base = self._invoke_bytes(data, base)
-            else:
-                buf = self._held + data
-                # The tail is at most "\n\n</": only the last bytes can start it.
-                match = _OPENER_TAIL.search(buf, max(0, len(buf) - _OPENER_TAIL_MAX))
-                assert match is not None
-                self._held = match.group()
-                if match.start():
-                    self._content(buf[: match.start()], base - (len(buf) - len(data)))
-                return
-
-    def _flush_held(self, pos: int) -> None:
-        """Release the held text (before the token at ``pos``, which opens no tag)."""
-        held, self._held = self._held, b""
-        if held:
-            self._content(held, self._byte_end(pos - 1) - len(held))
-        self._flush_pending()
-
-    def _tag_bytes(self, data: bytes, base: int) -> tuple[bytes, int]:
-        """Read a tag up to its ``>``; returns the bytes after it (and their offset)."""
-        end = data.find(b">")
-        chunk = data if end == -1 else data[: end + 1]
-        self._tag_text += chunk
-        tag = self._tag_text
-        if end == -1:
-            if len(tag) > _MAX_TAG or b"\n" in tag:
-                self._not_a_tag()
-            return b"", base + len(data)
-        if len(tag) - 1 > _MAX_TAG:  # however the bytes came (in one chunk or many)
-            self._not_a_tag()
-        else:
-            self._end_tag(tag[:-1], self._token_at_byte(base + end) + 1)
-        return data[end + 1 :], base + end + 1
-
-    def _end_tag(self, name: bytes, end: int) -> None:
-        assert self._tag is not None
-        closing, start, _ = self._tag
-        asm = self.asm
-        state = self._state
-        if not closing and name == b"tool_calls" and state == TEXT:
-            self._tag = None
-            asm.close(start + 1)
-            self._state = _SECTION
-        elif not closing and _INVOKE_TAG.fullmatch(name) and state in (TEXT, _SECTION):
-            self._tag = None
-            if state == TEXT:
-                self._issue(start, "an invoke outside a tool-call section")
-            asm.close(start)
-            asm.open(TOOL_CALL, start)
-            asm.write("<")
-            asm.next_segment(DSML)
-            self._decode(name + b">")
-            self._flush_pending()
-            self._state = _INVOKE_STATE
-            self._invoke_tail = b">"
-        elif closing and name == b"tool_calls" and state == _SECTION:
-            self._tag = None
-            asm.close(start)
-            self._state = TEXT
-            asm.open(TEXT, end)
-        else:
-            self._not_a_tag()
-
-    def _not_a_tag(self) -> None:
-        """The text held as a tag is text (with an issue): written where it stands."""
-        assert self._tag is not None
-        _, start, opener = self._tag
-        text = opener + self._dsml_text + self._tag_text
-        self._tag = None
-        self._tag_text = b""
-        self._issue(start, f"{DSML} does not start a tag of the format (kept as text)")
-        self._section_text(start)
-        self._decode(text)
-        self._flush_pending()
-
-    def _invoke_bytes(self, data: bytes, base: int) -> tuple[bytes, int]:
-        """Bytes of an open invoke; returns what follows its end tag, if it ended."""
-        consumed = data
-        if self._invoke_end is not None:
-            for k in range(len(data)):
-                self._invoke_end += data[k : k + 1]
-                if self._invoke_end == _INVOKE_END:
-                    consumed = data[: k + 1]
-                    self._decode(consumed)
-                    self._flush_pending()
-                    self._invoke_end = None
-                    self.asm.close(
-                        self._token_at_byte(base + k) + 1, build=_tool_call_from_segments
-                    )
-                    self._state = _SECTION
-                    return data[k + 1 :], base + k + 1
-                if not _INVOKE_END.startswith(self._invoke_end):
-                    self._invoke_end = None
-                    break
-        self._decode(consumed)
-        self._invoke_tail = (self._invoke_tail + consumed)[-2:]
-        return b"", base + len(data)
-
-    # -- structure ------------------------------------------------------------------------
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        r = self._r
-        if self._tag is not None:  # a tag cut by a token is text
-            self._not_a_tag()
-        state = self._state
-        if token_id == r.dsml:
-            self._on_dsml(pos)
-        elif token_id in self._ends_turn:
-            name = self._table.control_text(token_id)
-            self._issue(pos, f"{name} before {EOS}: the message ends here")
-            self._end_message(pos)
-        elif state == THINKING:
-            if token_id == r.think_end:
-                self.asm.close(pos + 1)
-                self._state = TEXT
-                self.asm.open(TEXT, pos + 1)
-            else:  # <think> inside the reasoning
-                self.asm.write(self._table.control_text(token_id) or "")
-        else:
-            if state == _INVOKE_STATE:
-                self._cut_invoke(pos, f"{self._table.control_text(token_id)} inside an invoke")
-            self._flush_held(pos)
-            if token_id == r.think:
-                if self._state == _SECTION:
-                    self._issue(pos, f"{THINK} inside a tool-call section (the section ends)")
-                self.asm.close(pos)
-                self._state = THINKING
-                self.asm.open(THINKING, pos, explicit=True)
-            else:  # </think> without an open think block
-                self._issue(pos, f"{THINK_END} without an open think block (kept as text)")
-                self._section_text(pos)
-                self._on_text(THINK_END)
-
-    def _on_dsml(self, pos: int) -> None:
-        state = self._state
-        if state == THINKING:
-            self.asm.write(DSML)  # a call drafted inside the reasoning is reasoning
-            return
-        if state == _INVOKE_STATE:
-            self.asm.next_segment(DSML)
-            self._invoke_end = b"" if self._invoke_tail.endswith(b"</") else None
-            self._invoke_tail = b""
-            return
-        held = self._held
-        closing = held.endswith(b"</")
-        if not held.endswith(b"<") and not closing:
-            self._flush_held(pos)
-            self._issue(pos, f"{DSML} does not start a tag of the format (kept as text)")
-            self._section_text(pos)
-            self._on_text(DSML)
-            return
-        opener = b"</" if closing else b"<"
-        before = held[: -len(opener)]
-        self._held = b""
-        if state == TEXT and before.endswith(b"\n\n"):
-            before = before[:-2]  # the blank line before a section is structure
-        if before:
-            self._content(before, self._byte_end(pos - 1) - len(held))
-        self._flush_pending()
-        start = self._token_at_byte(self._byte_end(pos - 1) - len(opener))
-        self._tag = (closing, start, held[len(before) :] if before else held)
-        self._tag_text = b""
-
-    def _cut_invoke(self, pos: int, why: str) -> None:
-        self._issue(pos, why + " (the invoke is cut there)")
-        self.asm.close(pos, incomplete=True, build=_tool_call_from_segments)
-        self._invoke_end = None
-        self._state = _SECTION
-
-    def _on_end(self, pos: int, stopped: bool) -> None:
-        if self._tag is not None:
-            self._not_a_tag()
-        state = self._state
-        if state != _INVOKE_STATE:
-            self._flush_held(pos)
-        if stopped:
-            if state == THINKING:
-                self._issue(pos, "the message ended inside an open think block")
-            elif state == _INVOKE_STATE:
-                self._issue(pos, "the message ended inside an invoke")
-            elif state == _SECTION:
-                self._issue(pos, "the message ended inside a tool-call section")
-        self.asm.close(
-            pos,
-            incomplete=not stopped or state == _INVOKE_STATE,
-            build=_tool_call_from_segments,
-        )

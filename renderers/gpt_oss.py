@@ -42,6 +42,8 @@ name is rendered as ``functions.NAME``). Arguments that should be JSON and are n
 calls cut off by the end of the ids, become ``UnparsedToolCallPart``. Both recipient
 positions (before or after ``<|channel|>``) and the malformations :mod:`harmony.parser`
 repairs are accepted; a non-assistant message in the completion ends the message there.
+The parser is Harmony's own (:class:`harmony.parts.HarmonyPartsParser`) run on the grammar
+record :class:`harmony.parts.HarmonyGrammar` of the tokenizer's control ids.
 
 Reasoning follows the library's one rule: analysis of untrained turns is rendered as the
 template does (dropped before the last answer; in the ``"harmony"`` dialect as
@@ -98,13 +100,10 @@ Divergences from both, on purpose:
 from __future__ import annotations
 
 import datetime
-import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeGuard
-
-import numpy as np
 
 from harmony import (
     BROWSER,
@@ -115,16 +114,22 @@ from harmony import (
     REASONING_EFFORTS,
     DeveloperContent,
     HarmonyEncoding,
-    HarmonyMachine,
     HarmonyMessage,
-    Header,
     SystemContent,
-    ToolDescription,
     ToolNamespace,
     drop_analysis,
     functions_namespace,
 )
-from harmony.parser import PlannedMessage
+from harmony.chat_template import template_functions, tojson
+from harmony.parts import (
+    HarmonyGrammar,
+    HarmonyPartsParser,
+    closing_ids,
+    prefill_ids,
+    recipient_of,
+    write_prefill,
+)
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -134,17 +139,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    Event,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
-)
-from renderers.core.tokens import int_ids
+from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
@@ -153,7 +148,6 @@ from renderers.view.model import MessageMarkers
 __all__ = ["GptOssOptions", "GptOssRenderer"]
 
 _BUILTIN_TOOLS = {"browser": BROWSER, "python": PYTHON}
-_BUILTIN_PREFIXES = ("browser.", "container.")
 _DIALECTS = ("template", "harmony")
 
 
@@ -196,128 +190,6 @@ class GptOssOptions:
     def __post_init__(self) -> None:
         # A list given for a list option is kept as a tuple (options are hashable).
         object.__setattr__(self, "required_channels", tuple(self.required_channels))
-
-
-def _tool_name(recipient: str) -> str:
-    """The tool-call name for a recipient (``functions.x`` -> ``x``; built-ins kept)."""
-    return recipient[10:] if recipient.startswith("functions.") else recipient
-
-
-def _recipient(name: str) -> str:
-    """The recipient a tool call by ``name`` is addressed to."""
-    if name == "python" or name.startswith(_BUILTIN_PREFIXES):
-        return name
-    return "functions." + name
-
-
-# -- the template's TypeScript (a port of its Jinja macros) ------------------------------
-
-
-_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _tojson(value: Any) -> str:
-    """The template's ``tojson`` filter (transformers': non-ASCII kept, default separators)."""
-    return _TOJSON(value)
-
-
-def _concat(value: Any) -> str:
-    """``"..." + value`` in the template: strings as is; the template fails on other values,
-    we write them as JSON."""
-    return value if isinstance(value, str) else _tojson(value)
-
-
-_NESTED = "\n" + " " * 16  # the template's indentation leaking into nested object types
-
-
-def _template_type(spec: Any) -> str:
-    """The template's ``render_typescript_type`` macro, quirks included."""
-    if not isinstance(spec, Mapping):
-        return "any"
-    kind = spec.get("type")
-    if kind == "array":
-        items = spec.get("items")
-        if items and isinstance(items, Mapping):
-            item_kind = items.get("type")
-            if item_kind == "string":
-                out = "string[]"
-            elif item_kind in ("number", "integer"):
-                out = "number[]"
-            elif item_kind == "boolean":
-                out = "boolean[]"
-            else:
-                inner = _template_type(items)
-                out = "any[]" if inner == "object | object" or len(inner) > 50 else inner + "[]"
-        else:
-            out = "any[]"
-        return out + " | null" if spec.get("nullable") else out
-    if isinstance(kind, list) and kind:
-        return " | ".join(map(str, kind)) if len(kind) > 1 else str(kind[0])
-    one_of = spec.get("oneOf")
-    if one_of and isinstance(one_of, list):
-        # The macro's "has object variants" flag is set inside a loop and never leaves it
-        # (Jinja scoping), so every oneOf is written out variant by variant.
-        out = ""
-        for k, variant in enumerate(one_of):
-            out += _template_type(variant)
-            if isinstance(variant, Mapping):
-                if variant.get("description"):
-                    out += "// " + str(variant["description"])
-                if "default" in variant:
-                    out += " " * 20 + "// default: " + _tojson(variant["default"])
-            if k < len(one_of) - 1:
-                out += " | \n"
-        return out
-    if kind == "string":
-        enum = spec.get("enum")
-        if enum and isinstance(enum, list):
-            return '"' + '" | "'.join(map(str, enum)) + '"'
-        return "string | null" if spec.get("nullable") else "string"
-    if kind in ("number", "integer"):
-        return "number"
-    if kind == "boolean":
-        return "boolean"
-    if kind == "object":
-        properties = spec.get("properties")
-        if not properties or not isinstance(properties, Mapping):
-            return "object"
-        required = spec.get("required") or []
-        fields = [
-            name + ("" if name in required else "?") + ": " + _NESTED + _template_type(prop)
-            for name, prop in properties.items()
-        ]
-        return "{\n" + ", ".join(fields) + "}"
-    return "any"
-
-
-def _template_functions(tools: Sequence[ToolDescription]) -> str:
-    """The template's ``render_tool_namespace("functions", tools)`` macro."""
-    out = "## functions\n\nnamespace functions {\n\n"
-    for tool in tools:
-        out += "// " + tool.description + "\n" + "type " + tool.name + " = "
-        params = tool.parameters
-        properties = params.get("properties") if params else None
-        if not properties or not isinstance(properties, Mapping):
-            out += "() => any;\n\n"
-            continue
-        assert params is not None
-        required = params.get("required") or []
-        out += "(_: {\n"
-        for name, spec in properties.items():
-            spec = spec if isinstance(spec, Mapping) else {}
-            if spec.get("description"):
-                out += "// " + str(spec["description"]) + "\n"
-            out += name + ("" if name in required else "?") + ": " + _template_type(spec)
-            if "default" in spec:
-                if spec.get("enum"):
-                    out += ", // default: " + _concat(spec["default"])
-                elif spec.get("oneOf"):
-                    out += "// default: " + _concat(spec["default"])
-                else:
-                    out += ", // default: " + _tojson(spec["default"])
-            out += ",\n"
-        out += "}) => any;\n\n"
-    return out + "} // namespace functions"
 
 
 # -- conversation -> Harmony messages ------------------------------------------------------
@@ -426,8 +298,10 @@ class _Conversion:
                 "the result after the call; give the message a name)"
             )
         text = plain_text(m, i, "gpt_oss")
-        body = _tojson(text) if self.template else text
-        self.items.append(_Item("tool", _recipient(name), body, "commentary", "assistant", None, i))
+        body = tojson(text) if self.template else text
+        self.items.append(
+            _Item("tool", recipient_of(name), body, "commentary", "assistant", None, i)
+        )
 
     def _assistant(self, m: Message, i: int, is_last: bool) -> None:
         if isinstance(m.content, str):  # an answer alone: one final message
@@ -500,7 +374,7 @@ class _Conversion:
         if content_type is None:
             content_type = "json" if self.template else "<|constrain|>json"
         channel = part.channel or "commentary"
-        return _Item("assistant", "assistant", body, channel, _recipient(name), content_type, i)
+        return _Item("assistant", "assistant", body, channel, recipient_of(name), content_type, i)
 
 
 class GptOssRenderer(Renderer):
@@ -516,12 +390,12 @@ class GptOssRenderer(Renderer):
         super().__init__(tokenizer, **options)
         self.harmony = HarmonyEncoding(self.table)
         self.tokens = self.harmony.tokens
+        self.grammar = HarmonyGrammar(self.tokens)
         self._system_bodies: dict[tuple[Any, ...], str] = {}
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
-        tk = self.tokens
-        return (tk.return_, tk.call, tk.end_of_text)
+        return self.grammar.stop_ids
 
     # -- rendering ----------------------------------------------------------------------
 
@@ -547,7 +421,7 @@ class GptOssRenderer(Renderer):
             if template:
                 text = f"# Instructions\n\n{instructions}\n\n" if instructions else ""
                 if functions is not None:
-                    text += "# Tools\n\n" + _template_functions(functions.tools)
+                    text += "# Tools\n\n" + template_functions(functions.tools)
                 developer = HarmonyMessage("developer", text)
             else:
                 developer = HarmonyMessage(
@@ -654,15 +528,7 @@ class GptOssRenderer(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        tk = self.tokens
-        if result.stop_token_id in (tk.return_, tk.end_of_text):
-            return 1, [tk.end]  # history ends a final answer with <|end|>
-        if result.stop_token_id == tk.call:
-            return 0, []
-        last = result.message.parts[-1] if result.message.parts else None
-        if type(last) is UnparsedToolCallPart and last.incomplete:
-            return 0, [tk.call]
-        return 0, [tk.end]
+        return closing_ids(self.grammar, result)
 
     def _dropped_stop(self, result: ParseResult, completion_ids: Sequence[int]) -> list[int]:
         # History ends a final answer with <|end|>; the model ends it with <|return|> (a
@@ -673,21 +539,16 @@ class GptOssRenderer(Renderer):
         return [self.tokens.return_] if final and closing == [self.tokens.end] else closing
 
     def _new_parser(self, options: GptOssOptions, events: bool) -> StreamParser:
-        return _GptOssParser(self, events)
+        return HarmonyPartsParser(self.grammar, self.table, events)
 
     # -- prefill ------------------------------------------------------------------------
 
     def _write_prefill(self, w: TokenWriter, prefill: str, options: GptOssOptions) -> None:
         """``<|channel|>{prefill_channel}<|message|>{prefill}`` after ``<|start|>assistant``."""
-        w.control(self.tokens.channel)
-        w.text(options.prefill_channel)
-        w.control(self.tokens.message)
-        w.text(prefill)
+        write_prefill(w, self.grammar, prefill, options.prefill_channel)
 
     def _prefill_ids(self, prefill: str, options: GptOssOptions) -> list[int]:
-        tk = self.tokens
-        encode = self.table.encode
-        return [tk.channel, *encode(options.prefill_channel), tk.message, *encode(prefill)]
+        return prefill_ids(self.table, self.grammar, prefill, options.prefill_channel)
 
 
 def _effort(effort: str) -> str:
@@ -728,187 +589,3 @@ def _drop_analysis(items: list[_Item], keep_from: int) -> list[_Item]:
     return [it for it, m in zip(history, messages, strict=True) if id(m) in kept] + items[
         keep_from:
     ]
-
-
-# -- parsing -----------------------------------------------------------------------------
-
-
-def _expects_json(header: Header) -> bool:
-    content_type = header.content_type
-    if content_type is None:
-        return header.recipient is not None and header.recipient.startswith("functions.")
-    return "json" in content_type
-
-
-class _PartSink:
-    """Maps Harmony messages to message parts through the parser's PartAssembler."""
-
-    __slots__ = ("_asm", "_header", "_parser", "body")
-
-    def __init__(self, parser: _GptOssParser) -> None:
-        self._parser = parser
-        self._asm = parser.asm
-        self._header: Header | None = None
-        self.body = parser.asm.write
-
-    def begin(self, header: Header) -> None:
-        if header.role != "assistant":
-            self._parser.cut(header)
-            return
-        self._header = header
-        start = header.start
-        if header.stray:
-            # Words the header has no place for: text the model sampled, kept (reported)
-            # in text parts spanning their header segments, before the body.
-            start = header.body_start
-            ends = [at for at, _ in header.stray[1:]] + [start]
-            for (at, text), end in zip(header.stray, ends, strict=True):
-                self._asm.open(TEXT, at)
-                self._asm.write(text)
-                self._asm.close(end)
-        # A part keeps its channel only when it is not its kind's default (analysis for
-        # thinking, final for text, commentary for calls), so a plain answer is a ``str``.
-        if header.recipient is not None:
-            self._asm.open(TOOL_CALL, start, channel=header.channel)
-        elif header.channel == "analysis":
-            self._asm.open(THINKING, start)
-        else:
-            channel = None if header.channel == "final" else header.channel
-            self._asm.open(TEXT, start, channel=channel)
-
-    def close(self, end: int, end_token: str | None, truncated: bool) -> None:
-        self._asm.close(end, incomplete=truncated, build=self._tool_call)
-
-    def part(self, message: PlannedMessage) -> Part | None:
-        """The part :meth:`begin`, ``body`` and :meth:`close` make of a whole message (an
-        assistant's, without stray header words)."""
-        header = message.header
-        text = message.body
-        if header.recipient is not None:
-            self._header = header
-            return self._tool_call([text], message.truncated)
-        if not text:
-            return None
-        if header.channel == "analysis":
-            return ThinkingPart(text, None, message.truncated)
-        channel = None if header.channel == "final" else header.channel
-        return TextPart(text, channel, message.truncated)
-
-    def _tool_call(self, segments: list[str], incomplete: bool) -> Part:
-        header = self._header
-        assert header is not None and header.recipient is not None
-        raw = segments[0]
-        name = _tool_name(header.recipient)
-        channel = None if header.channel == "commentary" else header.channel
-        if incomplete:
-            return UnparsedToolCallPart(
-                raw, "cut off before <|call|>", name=name, channel=channel, incomplete=True
-            )
-        if _expects_json(header):
-            try:
-                json.loads(raw)
-            except ValueError as exc:
-                return UnparsedToolCallPart(
-                    raw, f"invalid JSON arguments: {exc}", name=name, channel=channel, arguments=raw
-                )
-        return ToolCallPart(name, raw, channel=channel, content_type=header.content_type)
-
-
-class _GptOssParser(StreamParser):
-    """gpt-oss completions: the Harmony state machine with a sink that builds parts."""
-
-    def __init__(self, r: GptOssRenderer, events: bool) -> None:
-        tk = r.tokens
-        stops = (tk.return_, tk.call)
-        super().__init__(
-            r.table,
-            structural=r.table.control_ids,
-            stop_ids=stops,
-            eos_ids=(tk.end_of_text,),
-            events=events,
-        )
-        self.machine = HarmonyMachine(
-            tk,
-            _PartSink(self),
-            role="assistant",
-            strict=False,
-            report=self._issue,
-            spell=r.table.control_text,
-        )
-        self._token = self.machine.token
-        self._on_text = self.machine.text  # type: ignore[method-assign]
-        self._at = 0
-        # The ids of the chunk being fed, and of a header that began in an earlier chunk:
-        # a header turning out to be another role's moves its ids to the trailing ids.
-        self._chunk: Sequence[int] | np.ndarray[Any, Any] = ()
-        self._chunk_base = 0
-        self._stash: list[int] = []
-
-    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
-        return self.machine.in_body, None  # body text goes straight to the part
-
-    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of assistant messages in canonical shape (what
-        :meth:`HarmonyMachine.plan` reads): one part per message, as the sink makes it.
-        Anything else (an issue to report, another role's message) takes the general
-        path."""
-        planned = self.machine.plan(
-            runs.texts, runs.tokens, runs.cuts, runs.count, self._stop_ids | self._eos_ids
-        )
-        if planned is None:
-            return None
-        messages, stop = planned
-        sink = _PartSink(self)
-        parts: list[Part | None] = []
-        spans: list[tuple[int, int]] = []
-        for message in messages:
-            if message.header.role != "assistant":
-                return None
-            part = sink.part(message)
-            if part is not None:
-                parts.append(part)
-                spans.append((message.header.start, message.end))
-        return self._one_shot_result(runs, parts, spans, stop)
-
-    def _feed(self, token_ids: Sequence[int] | np.ndarray[Any, Any]) -> list[Event]:
-        # Not on the one-token hot path, which takes ordinary text inside a body only:
-        # a header can neither begin nor continue there.
-        self._chunk, self._chunk_base = token_ids, self._pos
-        events = super()._feed(token_ids)
-        if self.machine.in_header and not self._done:
-            start, base = self.machine.header_start, self._chunk_base
-            if start >= base:
-                self._stash = _as_list(token_ids[start - base :])
-            else:
-                self._stash += _as_list(token_ids)
-        return events
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        self._at = pos
-        self._token(token_id, pos)
-
-    def _on_end(self, pos: int, stopped: bool) -> None:
-        self._at = pos
-        if not stopped:
-            # finish(): every fed id is in the stash already if a header is open.
-            self._chunk, self._chunk_base = (), pos
-        self.machine.end(pos, self._stop_id if stopped else None)
-
-    def cut(self, header: Header) -> None:
-        """End the assistant's message where ``header``'s message (another role's) began;
-        its ids become trailing ids."""
-        start, base, at = header.start, self._chunk_base, self._at
-        self._issue(
-            start, f"a {header.role} message in the completion: the assistant's message ends here"
-        )
-        if start >= base:
-            ids = _as_list(self._chunk[start - base : at - base])
-        else:
-            ids = self._stash + _as_list(self._chunk[: at - base])
-        self._trailing += int_ids(ids)  # (the caller's own items: any integers)
-        self._done = True
-        self.machine.halt()
-
-
-def _as_list(ids: Sequence[int] | np.ndarray[Any, Any]) -> list[int]:
-    return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)

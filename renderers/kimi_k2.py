@@ -120,12 +120,13 @@ becomes an :class:`UnparsedToolCallPart`. K2-Instruct is not a reasoning model:
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
+from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
     Part,
@@ -135,23 +136,18 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
+from renderers.core.result import ParseResult
+from renderers.core.sections import (
+    SectionGrammar,
+    id_json_call,
+    section_parser,
+    tool_name_from_id,
+    write_sections,
 )
 from renderers.core.tools import deep_sort
 from renderers.core.writer import TokenWriter
-from renderers.rendering import (
-    Renderer,
-    checked_arguments,
-    plain_text,
-    section_closing,
-)
+from renderers.kimi_k2_ids import CallIdBook
+from renderers.rendering import Renderer, checked_arguments, plain_text, section_closing
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
@@ -168,10 +164,7 @@ DEFAULT_SYSTEM = "You are Kimi, an AI assistant created by Moonshot AI."
 INSTRUCT_DEFAULT_SYSTEM = "You are a helpful assistant"
 _ARGUMENT_MARKER = "<|tool_call_argument_begin|>"
 # Misspellings of the section markers that models have sampled; not tokens, so text.
-_SECTION_BEGIN_TEXT = b"<|tool_call_section_begin|>"
-_SECTION_END_TEXT = b"<|tool_call_section_end|>"
-_SECTION_BEGIN_STR = _SECTION_BEGIN_TEXT.decode()
-_SECTION_END_STR = _SECTION_END_TEXT.decode()
+_SECTION_TEXT = ("<|tool_call_section_begin|>", "<|tool_call_section_end|>")
 
 CallIds = Literal["given", "numbered"]
 """How call ids are written: ``"given"`` as the caller gives them (the templates),
@@ -311,54 +304,50 @@ class _KimiK2Base(Renderer):
         w.text("assistant")
         w.control(self.im_middle)
 
-    def _calls(self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds) -> None:
-        """One tool-call section holding ``calls`` (sampled text of message ``i``)."""
-        w.control(self.section_begin, i, True)
-        for part in calls:
-            w.control(self.call_begin, i, True)
-            if type(part) is ToolCallPart:
-                w.text(ids.call(part, i, w.trains(i)), i, True)
+    def _call(self, w: TokenWriter, i: int, part: Part, ids: CallIdBook) -> None:
+        """One call of message ``i`` (sampled): its id, then its arguments; an unparsed
+        call's raw text, its argument marker written as the token."""
+        w.control(self.call_begin, i, True)
+        if type(part) is ToolCallPart:
+            w.text(self._call_id(part, i, w.trains(i), ids), i, True)
+            w.control(self.argument_begin, i, True)
+            w.text(checked_arguments(part, i), i, True)
+        else:
+            assert type(part) is UnparsedToolCallPart
+            ids.unparsed_call(part)
+            head, marker, rest = part.raw.partition(_ARGUMENT_MARKER)
+            w.text(head, i, True)
+            if marker:
                 w.control(self.argument_begin, i, True)
-                w.text(checked_arguments(part, i), i, True)
-            else:
-                assert type(part) is UnparsedToolCallPart
-                ids.unparsed_call(part)
-                head, marker, rest = part.raw.partition(_ARGUMENT_MARKER)
-                w.text(head, i, True)
-                if marker:
-                    w.control(self.argument_begin, i, True)
-                    w.text(rest, i, True)
-            w.control(self.call_end, i, True)
-        w.control(self.section_end, i, True)
+                w.text(rest, i, True)
+        w.control(self.call_end, i, True)
 
-    def _body(self, w: TokenWriter, parts: list[Part], i: int, ids: _CallIds) -> None:
+    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: CallIdBook) -> str:
+        """The id a call is written with (see the module docs)."""
+        return ids.call(part, i, trained)
+
+    def _thinking(self, w: TokenWriter, i: int, text: str) -> None:
+        if self.think is not None and self.think_end is not None:
+            w.control(self.think, i, True)
+            w.text(text, i, True)
+            w.control(self.think_end, i, True)
+
+    def _body(self, w: TokenWriter, parts: list[Part], i: int, ids: CallIdBook) -> None:
         """Assistant parts in order: text, thinking blocks, and runs of calls as sections."""
         ids.new_message()
-        pending: list[Part] = []
-        for part in parts:
-            if type(part) in (ToolCallPart, UnparsedToolCallPart):
-                pending.append(part)
-                continue
-            if pending:
-                self._calls(w, pending, i, ids)
-                pending = []
-            if type(part) is TextPart:
-                w.text(part.text, i, True)
-            elif type(part) is ThinkingPart and self.think is not None:
-                assert self.think_end is not None
-                w.control(self.think, i, True)
-                w.text(part.text, i, True)
-                w.control(self.think_end, i, True)
-        if pending:
-            self._calls(w, pending, i, ids)
 
-    def _tool_result(self, w: TokenWriter, m: Message, i: int, ids: _CallIds) -> None:
+        def call(w: TokenWriter, i: int, part: Part) -> None:
+            self._call(w, i, part, ids)
+
+        write_sections(w, i, parts, (self.section_begin, self.section_end), call, self._thinking)
+
+    def _tool_result(self, w: TokenWriter, m: Message, i: int, ids: CallIdBook) -> None:
         text = plain_text(m, i, self.name)
         w.text(f"## Return of {ids.result(m, i)}{self._result_newline}{text}", i)
 
-    def _call_ids(self, options: Any) -> _CallIds:
+    def _call_ids(self, options: Any) -> CallIdBook:
         """The id bookkeeping of one rendering under ``options.call_ids``."""
-        return _CallIds(self, numbered=options.call_ids == "numbered")
+        return CallIdBook(self, numbered=options.call_ids == "numbered")
 
     def _warn_once(self, situation: str, message: str) -> None:
         """A ``UserWarning`` the first time this renderer meets ``situation``."""
@@ -369,7 +358,29 @@ class _KimiK2Base(Renderer):
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: Any, events: bool) -> StreamParser:
-        return _KimiK2Parser(self, events)
+        return section_parser(self.grammar, self.table, events)
+
+    @cached_property
+    def grammar(self) -> SectionGrammar:
+        """The parse side: a call's id, then its arguments; a call or section begin ends
+        open reasoning; text between calls is reported; a new turn ends the message."""
+        think = (
+            None if self.think is None or self.think_end is None else (self.think, self.think_end)
+        )
+        return SectionGrammar(
+            stop=(self.im_end,),
+            eos=(self.eos,),
+            ends_message=(self.im_user, self.im_assistant, self.im_system),
+            section=(self.section_begin, self.section_end),
+            call=(self.call_begin, self.call_end),
+            separator=self.argument_begin,
+            build_call=id_json_call(_ARGUMENT_MARKER, "<|tool_call_end|>"),
+            think=think,
+            drafted_calls=False,
+            one_separator=True,
+            report_section_text=True,
+            text_sections=_SECTION_TEXT,
+        )
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -536,108 +547,6 @@ def _reject_trained_reasoning(parts: list[Part], i: int) -> None:
         )
 
 
-_KIMI_ID = re.compile(r"functions\.(.+):\d+\Z", re.DOTALL)
-
-
-class _CallIds:
-    """The call ids of one rendering: what each call is written with and what each tool
-    result is headed with (see the module docs)."""
-
-    __slots__ = ("count", "in_message", "numbered", "renderer", "unanswered", "written")
-
-    def __init__(self, renderer: _KimiK2Base, *, numbered: bool) -> None:
-        self.renderer = renderer
-        self.numbered = numbered
-        self.count = 0  # calls of the conversation so far
-        self.in_message = 0  # calls of the current message so far
-        self.written: dict[str, str] = {}  # the caller's id -> the id written (numbered)
-        self.unanswered: list[str] = []  # ids written, not yet answered (numbered)
-
-    def new_message(self) -> None:
-        self.in_message = 0
-
-    def call(self, part: ToolCallPart, i: int, trained: bool) -> str:
-        """The id written for the call ``part`` of message ``i`` (``trained``: a trained
-        turn, whose calls must name their function)."""
-        per_message = self.renderer._per_message_ids
-        if per_message or self.numbered:
-            index = self.in_message if per_message else self.count
-            call_id = f"functions.{part.name}:{index}"
-        else:
-            if part.id is None:
-                raise ValueError(
-                    f"messages[{i}]: {self.renderer.name} writes each tool call's id, which "
-                    f"names its function; the call to {part.name!r} has none (give ids, "
-                    "or pass call_ids='numbered' to number the calls functions.NAME:IDX)"
-                )
-            call_id = part.id
-            match = _KIMI_ID.match(call_id)
-            if match is None or match.group(1) != part.name:
-                if trained and tool_name_from_id(call_id) != part.name:
-                    raise ValueError(
-                        f"messages[{i}]: {self.renderer.name} writes a tool call's id, not its "
-                        f"name, and the id {call_id!r} of this trained call to {part.name!r} "
-                        "does not name it: the model would learn a call to no function (give "
-                        "ids functions.NAME:IDX, or pass call_ids='numbered')"
-                    )
-                self._foreign(call_id, i)
-        self._count(part.id, call_id)
-        return call_id
-
-    def unparsed_call(self, part: UnparsedToolCallPart) -> None:
-        """An unparsed call (written as sampled, its id inside): counted like a call."""
-        self._count(part.id, part.id or "")
-
-    def _count(self, given: str | None, written: str) -> None:
-        self.count += 1
-        self.in_message += 1
-        if self.numbered:
-            if given is not None:
-                self.written[given] = written
-            self.unanswered.append(written)
-
-    def result(self, m: Message, i: int) -> str:
-        """The id heading the tool result ``m`` (message ``i``)."""
-        given = m.tool_call_id
-        if not self.numbered:
-            if given is None:
-                raise ValueError(
-                    f"messages[{i}]: {self.renderer.name} heads a tool result with the id of "
-                    "the call it answers; this tool message has no tool_call_id (give it, or "
-                    "pass call_ids='numbered' to answer the calls in order)"
-                )
-            if _KIMI_ID.match(given) is None:
-                self._foreign(given, i)
-            return given
-        if given is None:
-            if not self.unanswered:
-                raise ValueError(
-                    f"messages[{i}]: this tool message has no tool_call_id and every earlier "
-                    "tool call is answered (call_ids='numbered' answers calls in order)"
-                )
-            return self.unanswered.pop(0)
-        written = self.written.get(given)
-        if written is None:
-            raise ValueError(
-                f"messages[{i}]: tool_call_id {given!r} names no earlier tool call "
-                "(call_ids='numbered' heads a result with the id written for its call)"
-            )
-        if written in self.unanswered:
-            self.unanswered.remove(written)
-        return written
-
-    def _foreign(self, call_id: str, i: int) -> None:
-        r = self.renderer
-        if "foreign ids" in r._warned:  # every render of a history meets its ids again
-            return
-        r._warn_once(
-            "foreign ids",
-            f"{r.name}: tool-call ids not of the form functions.NAME:IDX, the form Kimi "
-            f"models were trained on (messages[{i}]: {call_id!r}), are written as given, as "
-            "the template does; call_ids='numbered' writes functions.NAME:IDX ids",
-        )
-
-
 def _reject_reasoning(messages: list[Message], w: TokenWriter) -> None:
     """Kimi-K2-Instruct is not a reasoning model: its template drops reasoning, and silently
     dropping it from a trained turn would corrupt training data."""
@@ -662,357 +571,3 @@ def _assistant_parts(m: Message) -> list[Part]:
     return [
         p for p in m.parts if not ((type(p) is TextPart or type(p) is ThinkingPart) and not p.text)
     ]
-
-
-# -- parsing ----------------------------------------------------------------------------
-
-_COLON_INDEX = re.compile(r":\d+\Z")
-_UNDERSCORE_INDEX = re.compile(r"_\d+\Z")
-
-
-def tool_name_from_id(call_id: str) -> str:
-    """The function name inside a Kimi call id: ``functions.NAME:IDX`` as the template
-    writes it, and the variants models sample (``functions.NAME`` without the index,
-    sanitized ``functions_NAME_IDX``, ``NAME:IDX``)."""
-    name = call_id.strip()
-    if name.startswith("functions_"):
-        name = name[len("functions_") :]
-        match = _UNDERSCORE_INDEX.search(name)
-    else:
-        name = name.removeprefix("functions.")
-        match = _COLON_INDEX.search(name)
-    if match and match.start() > 0:
-        name = name[: match.start()]
-    return name
-
-
-def _tool_call_from_body(segments: list[str], incomplete: bool) -> Part:
-    call_id = segments[0].strip()
-    name = tool_name_from_id(call_id) or None
-    raw = _ARGUMENT_MARKER.join(segments[:2]) + "".join(segments[2:])
-    if incomplete:
-        return UnparsedToolCallPart(
-            raw,
-            "cut off before <|tool_call_end|>",
-            name=name,
-            id=call_id or None,
-            incomplete=True,
-        )
-    if len(segments) < 2:
-        return UnparsedToolCallPart(
-            raw,
-            "no <|tool_call_argument_begin|> in the tool call",
-            name=name,
-            id=call_id or None,
-        )
-    if name is None:
-        return UnparsedToolCallPart(raw, "the tool call has no id / function name")
-    arguments = segments[1]
-    try:
-        json.loads(arguments)
-    except ValueError as exc:
-        return UnparsedToolCallPart(
-            raw, f"arguments are not valid JSON: {exc}", name=name, id=call_id, arguments=arguments
-        )
-    return ToolCallPart(name, arguments, id=call_id)
-
-
-_SECTION = "section"  # inside the tool-call section, between calls
-_CALL_ID = "call_id"  # after <|tool_call_begin|>
-_CALL_ARGS = "call_args"  # after <|tool_call_argument_begin|>
-
-
-class _KimiK2Parser(StreamParser):
-    """Kimi-K2 completions: thinking (K2-Thinking), text, and tool-call sections.
-
-    Structure comes from control tokens; the misspelled section markers are found in the
-    text by a :class:`MarkerScanner` (hence ``byte_offsets``).
-    """
-
-    def __init__(self, r: _KimiK2Base, events: bool) -> None:
-        structural = [
-            r.section_begin,
-            r.section_end,
-            r.call_begin,
-            r.argument_begin,
-            r.call_end,
-            r.im_user,
-            r.im_assistant,
-            r.im_system,
-        ]
-        if r.think is not None and r.think_end is not None:
-            structural += [r.think, r.think_end]
-        super().__init__(
-            r.table,
-            structural=structural,
-            stop_ids=(r.im_end,),
-            eos_ids=(r.eos,),
-            events=events,
-            byte_offsets=True,
-        )
-        self._r = r
-        self._state = TEXT
-        self._scanner = self._new_scanner()
-        self._section_text_reported = False
-        # Where the open text region of the section starts: the position of the issue for
-        # text inside the section (the token that holds the text depends on how the ids
-        # were chunked, which must not change the result).
-        self._section_text_start = 0
-        self.asm.open(TEXT, 0)
-
-    # -- text -----------------------------------------------------------------------------
-
-    def _markers(self) -> tuple[bytes, ...]:
-        state = self._state
-        if state in (TEXT, THINKING):
-            return (_SECTION_BEGIN_TEXT,)
-        if state == _SECTION:
-            return (_SECTION_END_TEXT,)
-        return ()
-
-    def _text_ok(self, data: bytes) -> bool:
-        return self._scanner.pass_through(data)  # every marker starts with "<"
-
-    def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
-        # Text inside the section is reported (_on_text); elsewhere it is written as it
-        # comes once it passes the scanner (which counts every byte, so always that one).
-        return self._state != _SECTION, self._scanner
-
-    def _on_bytes(self, data: bytes) -> None:
-        scanner = self._scanner
-        if scanner.pass_through(data):
-            self._decode(data)
-            return
-        scanner.push(data)
-        while True:
-            markers = self._markers()
-            if not markers:
-                rest = scanner.flush()
-                if rest:
-                    self._decode(rest)
-                return
-            before, marker = scanner.next(markers)
-            if before:
-                self._decode(before)
-            if marker is None:
-                return
-            self._flush_pending()
-            end = scanner.offset
-            self._text_marker(marker, end - len(marker), end)
-
-    def _flush_scanner(self) -> None:
-        rest = self._scanner.flush()
-        if rest:
-            self._decode(rest)
-
-    def _on_text(self, text: str) -> None:
-        if self._state == _SECTION and not self._section_text_reported and text.strip():
-            self._section_text_reported = True
-            self._issue(
-                self._section_text_start, "text inside the tool-call section (kept as text)"
-            )
-        self.asm.write(text)
-
-    def _text_marker(self, marker: bytes, start: int, end: int) -> None:
-        """A misspelled section marker spanning ordinary-text bytes ``[start, end)``."""
-        first = self._token_at_byte(start)
-        first_start = self._byte_end(first - 1) if first > 0 else 0
-        before = first if first_start >= start else first + 1  # text part ends here
-        last = self._token_at_byte(end - 1)
-        after = last + 1 if self._byte_end(last) <= end else last  # the next region starts here
-        if marker == _SECTION_BEGIN_TEXT:
-            self._enter_section(before, after)
-        else:
-            self._leave_section(before, after)
-
-    # -- structure ------------------------------------------------------------------------
-
-    def _enter_section(self, end: int, start: int) -> None:
-        asm = self.asm
-        asm.close(end)
-        self._state = _SECTION
-        self._section_text_reported = False
-        self._open_section_text(start)
-
-    def _open_section_text(self, start: int) -> None:
-        """Open the text region between calls of the section (text there is an issue)."""
-        self._section_text_start = start
-        self.asm.open(TEXT, start)
-
-    def _leave_section(self, end: int, start: int) -> None:
-        asm = self.asm
-        asm.close(end)
-        self._state = TEXT
-        asm.open(TEXT, start)
-
-    def _cut_call(self, pos: int, why: str) -> None:
-        self._issue(pos, why)
-        self.asm.close(pos, incomplete=True, build=_tool_call_from_body)
-
-    def _on_token(self, token_id: int, pos: int) -> None:
-        self._flush_scanner()
-        r = self._r
-        asm = self.asm
-        state = self._state
-        in_call = state in (_CALL_ID, _CALL_ARGS)
-        if token_id == r.think:
-            if state == THINKING:
-                self._keep_as_text(
-                    token_id, pos, "<think> inside an open think block (kept as text)"
-                )
-                return
-            if in_call:
-                self._cut_call(pos, "<think> inside a tool call (the call is cut there)")
-            else:
-                if state == _SECTION:
-                    self._issue(pos, "<think> inside the tool-call section (section ended)")
-                asm.close(pos)
-            self._state = THINKING
-            asm.open(THINKING, pos, explicit=True)
-        elif token_id == r.think_end:
-            if state != THINKING:
-                self._keep_as_text(
-                    token_id, pos, "</think> without an open think block (kept as text)"
-                )
-                return
-            asm.close(pos + 1)
-            self._state = TEXT
-            asm.open(TEXT, pos + 1)
-        elif token_id == r.section_begin:
-            if in_call:
-                self._cut_call(pos, "tool-call section begin inside a tool call")
-                self._state = _SECTION
-                self._open_section_text(pos + 1)
-            elif state == _SECTION:
-                self._keep_as_text(
-                    token_id, pos, "tool-call section begin inside the section (kept as text)"
-                )
-            else:  # from text, or straight from reasoning without </think>
-                self._enter_section(pos, pos + 1)
-        elif token_id == r.call_begin:
-            if in_call:
-                self._cut_call(pos, "<|tool_call_begin|> inside a tool call (the call is cut)")
-            else:
-                if state != _SECTION:
-                    self._issue(pos, "<|tool_call_begin|> outside a tool-call section")
-                asm.close(pos)
-            self._state = _CALL_ID
-            asm.open(TOOL_CALL, pos)
-        elif token_id == r.argument_begin:
-            if state != _CALL_ID:
-                self._keep_as_text(
-                    token_id,
-                    pos,
-                    "<|tool_call_argument_begin|> outside a tool-call id (kept as text)",
-                )
-                return
-            asm.next_segment(_ARGUMENT_MARKER)
-            self._state = _CALL_ARGS
-        elif token_id == r.call_end:
-            if not in_call:
-                self._keep_as_text(
-                    token_id, pos, "<|tool_call_end|> without an open tool call (kept as text)"
-                )
-                return
-            asm.close(pos + 1, build=_tool_call_from_body)
-            self._state = _SECTION
-            self._open_section_text(pos + 1)
-        elif token_id == r.section_end:
-            if in_call:
-                self._cut_call(pos, "tool-call section ended inside a tool call")
-                self._state = TEXT
-                asm.open(TEXT, pos + 1)
-            elif state != _SECTION:
-                self._keep_as_text(
-                    token_id, pos, "tool-call section end without a section (kept as text)"
-                )
-            else:
-                self._leave_section(pos, pos + 1)
-        else:  # <|im_user|>, <|im_assistant|>, <|im_system|>: the model began another turn
-            self._issue(pos, "a new turn began before <|im_end|>: the message ends here")
-            self._end_message(pos)
-
-    def _parse_runs(self, runs: BatchRuns) -> ParseResult | None:
-        """The one-shot parse of a completion whose structure is in order (think blocks,
-        text, a section of whole calls with nothing but whitespace between them, then the
-        stop token): the parts :meth:`_on_token` and the assembler make, each region's
-        text being one run. Anything else (an issue to report, a section marker spelled
-        as text) takes the general path."""
-        r = self._r
-        texts = runs.texts
-        cuts = runs.cuts
-        if any(_SECTION_BEGIN_STR in t or _SECTION_END_STR in t for t in texts):
-            return None
-        ends = self._stop_ids | self._eos_ids
-        parts: list[Part | None] = []
-        spans: list[tuple[int, int]] = []
-        state, start = self._state, 0  # TEXT, or THINKING where the prompt opened it
-        call_id = ""  # the text of the open call's id
-        stop_id = None
-        j = -1
-        for j, t in enumerate(runs.tokens):
-            pos = cuts[j]
-            text = texts[j]
-            if state == _CALL_ID and t == r.argument_begin:
-                call_id, state = text, _CALL_ARGS
-                continue
-            if state in (_CALL_ID, _CALL_ARGS):
-                if t != r.call_end:
-                    return None
-                segments = [text] if state == _CALL_ID else [call_id, text]
-                parts.append(_tool_call_from_body(segments, False))
-                spans.append((start, pos + 1))
-                state, start = _SECTION, pos + 1
-                continue
-            if state == _SECTION and text.strip():
-                return None  # text inside the section: reported
-            closes = (
-                (t == r.section_begin and state != _SECTION)
-                or (t == r.call_begin and state == _SECTION)
-                or (t == r.section_end and state == _SECTION)
-                or (t == r.think and state == TEXT)
-                or (t == r.think_end and state == THINKING)
-                or (t in ends and state == TEXT)
-            )
-            if not closes:
-                return None
-            if text:
-                parts.append(ThinkingPart(text) if state == THINKING else TextPart(text))
-                spans.append((start, pos + 1 if t == r.think_end else pos))
-            if t == r.section_begin:
-                state, start = _SECTION, pos + 1
-            elif t == r.call_begin:
-                state, start = _CALL_ID, pos
-            elif t == r.section_end or t == r.think_end:
-                state, start = TEXT, pos + 1
-            elif t == r.think:
-                state, start = THINKING, pos
-            else:
-                stop_id = t
-                break
-        if stop_id is None:  # cut off: what is open is incomplete
-            text = texts[j + 1]
-            end = runs.count
-            if state in (_CALL_ID, _CALL_ARGS):
-                segments = [text] if state == _CALL_ID else [call_id, text]
-                parts.append(_tool_call_from_body(segments, True))
-                spans.append((start, end))
-            elif state == _SECTION and text.strip():
-                return None
-            elif text or state == THINKING:
-                cut = ThinkingPart if state == THINKING else TextPart
-                parts.append(cut(text, None, True))
-                spans.append((start, end))
-        return self._one_shot_result(runs, parts, spans, None if stop_id is None else j)
-
-    def _on_end(self, pos: int, stopped: bool) -> None:
-        self._flush_scanner()
-        state = self._state
-        if stopped:
-            if state == THINKING:
-                self._issue(pos, "the message ended inside an open think block")
-            elif state in (_CALL_ID, _CALL_ARGS):
-                self._issue(pos, "the message ended inside a tool call (no <|tool_call_end|>)")
-            elif state == _SECTION:
-                self._issue(pos, "the message ended inside the tool-call section")
-        self.asm.close(pos, incomplete=not stopped, build=_tool_call_from_body)

@@ -71,21 +71,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from renderers.core.messages import Message, Part, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.engine import StreamParser
+from renderers.core.messages import Message, ThinkingPart, ToolCallPart
 from renderers.core.options import Reasoning, reasoning_error
-from renderers.core.parsing import THINKING, ParseResult, StreamParser
+from renderers.core.result import ParseResult
+from renderers.core.sections import section_parser
 from renderers.core.writer import TokenWriter
 from renderers.kimi_k2 import (
-    _ARGUMENT_MARKER,
     _assistant_parts,
-    _CallIds,
     _has_calls,
     _json_declaration,
     _KimiK2Base,
-    _KimiK2Parser,
 )
 from renderers.kimi_k2_5_tools import typescript_declaration
-from renderers.rendering import checked_arguments, plain_text
+from renderers.kimi_k2_ids import CallIdBook
+from renderers.rendering import plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["KimiK25Options", "KimiK25Renderer"]
@@ -138,7 +138,7 @@ class KimiK25Renderer(_KimiK2Base):
             default=-1,
         )
         self._tool_declaration(w, tools, options)
-        ids = _CallIds(self, numbered=False)  # calls write their own ids (_calls)
+        ids = CallIdBook(self, numbered=False)  # calls write their own ids (_calls)
         for i, m in enumerate(messages):
             self._header(w, m, i, use_name=True)
             if m.role == "assistant":
@@ -195,34 +195,19 @@ class KimiK25Renderer(_KimiK2Base):
                 return declaration
         return _json_declaration(tools, (",", ":"))
 
-    def _calls(self, w: TokenWriter, calls: list[Part], i: int, ids: _CallIds) -> None:
-        """One tool-call section holding ``calls``, each with the caller's id."""
-        w.control(self.section_begin, i, True)
-        for part in calls:
-            w.control(self.call_begin, i, True)
-            if type(part) is ToolCallPart:
-                if part.id is None:
-                    raise ValueError(
-                        f"messages[{i}]: kimi_k2.5 writes each tool call's id; the call to "
-                        f"{part.name!r} has none"
-                    )
-                w.text(part.id, i, True)
-                w.control(self.argument_begin, i, True)
-                w.text(checked_arguments(part, i), i, True)
-            else:
-                assert type(part) is UnparsedToolCallPart
-                head, marker, rest = part.raw.partition(_ARGUMENT_MARKER)
-                w.text(head, i, True)
-                if marker:
-                    w.control(self.argument_begin, i, True)
-                    w.text(rest, i, True)
-            w.control(self.call_end, i, True)
-        w.control(self.section_end, i, True)
+    def _call_id(self, part: ToolCallPart, i: int, trained: bool, ids: CallIdBook) -> str:
+        """The caller's id, as given."""
+        if part.id is None:
+            raise ValueError(
+                f"messages[{i}]: kimi_k2.5 writes each tool call's id; the call to "
+                f"{part.name!r} has none"
+            )
+        return part.id
 
     # -- parsing ------------------------------------------------------------------------
 
     def _new_parser(self, options: KimiK25Options, events: bool) -> StreamParser:
-        return _KimiK25Parser(self, events, thinking=options.thinking)
+        return section_parser(self.grammar, self.table, events, opens_reasoning=options.thinking)
 
     # -- multi-turn rollouts ------------------------------------------------------------
 
@@ -249,13 +234,3 @@ class KimiK25Renderer(_KimiK2Base):
                 "reasoning of turns up to the last answer without tool calls is dropped",
             )
         return ExtensionProperty(False, "; ".join(reasons))
-
-
-class _KimiK25Parser(_KimiK2Parser):
-    """Kimi-K2's parser, starting inside the reasoning when the prompt opened it."""
-
-    def __init__(self, r: KimiK25Renderer, events: bool, *, thinking: bool) -> None:
-        super().__init__(r, events)
-        if thinking:
-            self._state = THINKING
-            self.asm.open(THINKING, 0, explicit=True)

@@ -79,6 +79,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import TaggedParser, TagGrammar, json_call_builder
 from renderers.core.messages import (
     Message,
@@ -89,7 +91,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
-from renderers.core.parsing import TEXT, THINKING, TOOL_CALL, ParseResult, StreamParser
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text

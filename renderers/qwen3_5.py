@@ -108,6 +108,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, json_object_members
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import TaggedParser, TagGrammar, xml_call_builder
 from renderers.core.messages import (
     Message,
@@ -117,14 +119,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
 )
 from renderers.core.options import DraftedCalls, Reasoning
-from renderers.core.parsing import (
-    TEXT,
-    THINKING,
-    TOOL_CALL,
-    ParseResult,
-    StreamParser,
-    json_object_members,
-)
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 from renderers.qwen3 import _assistant_parts

@@ -2,7 +2,7 @@
 
 A format module subclasses :class:`Renderer`: it writes a conversation with the core's
 :class:`~renderers.core.writer.TokenWriter` (``_render``) and parses completions with a
-:class:`~renderers.core.parsing.StreamParser` (``_new_parser``); loss weights, options,
+:class:`~renderers.core.engine.StreamParser` (``_new_parser``); loss weights, options,
 rollouts and caller checks are handled here once for every format.
 """
 
@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import (
     Message,
@@ -27,7 +28,8 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.options import options_from_text, with_options
-from renderers.core.parsing import ParseResult, StreamParser, sampled_text_ids
+from renderers.core.result import ParseResult
+from renderers.core.scanning import sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import normalize_tools
 from renderers.core.writer import TokenWriter
@@ -37,6 +39,7 @@ from renderers.turn_examples import split_examples
 from renderers.view.model import MessageMarkers
 
 __all__ = [
+    "BaseRenderer",
     "Renderer",
     "TrainOn",
     "checked_arguments",
@@ -72,13 +75,15 @@ class TrainOn(StrEnum):
     """Every token."""
 
 
-class Renderer:
-    """The contract every model family implements.
+class BaseRenderer:
+    """The contract every model family implements: options, the format's two hooks
+    (:meth:`_render` writes a conversation, :meth:`_new_parser` reads a completion),
+    generation prompts and parsing. :class:`Renderer` builds training examples and
+    multi-turn rollouts on it, and is what model families subclass.
 
     Subclasses define ``name``, ``default_model``, an ``Options`` frozen dataclass, the
-    message ``roles`` the format knows, ``stop_token_ids`` and the two format hooks
-    :meth:`_render` and :meth:`_new_parser`. Per-call options override the options given
-    at construction.
+    message ``roles`` the format knows and ``stop_token_ids``. Per-call options override
+    the options given at construction.
     """
 
     name: ClassVar[str]
@@ -95,13 +100,18 @@ class Renderer:
     """Hub model ids this renderer answers to in :func:`renderers.get_renderer` (the
     default model first)."""
 
+    tokenizer_source: ClassVar[str | None] = None
+    """Where the default tokenizer loads from when not from the default model's hub files:
+    a ``"module:Class"`` source (families whose hub tokenizer is not available here, such
+    as tml-renderers' ``Nemotron3Tokenizer``); ``None``: the default model's."""
+
     message_markers: ClassVar[MessageMarkers] = MessageMarkers()
     """The control tokens that begin the format's messages: token views draw message
     boundaries from them, on any ids of the format (see :mod:`renderers.view`)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
-            tokenizer = load_tokenizer(self.default_model)
+            tokenizer = load_tokenizer(self.tokenizer_source or self.default_model)
         self.tokenizer = tokenizer
         self.table: TokenTable = token_table(tokenizer)
         self.options = self._with_options(self.Options(), options)
@@ -162,6 +172,122 @@ class Renderer:
         includes it."""
         writer = self._write(messages, tools, options, add_generation_prompt=True, prefill=prefill)
         return writer.ids()
+
+    def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
+        """Parse the sampled completion (the ids after the generation prompt): a list, a 1-D
+        NumPy array, or a 1-D tensor NumPy reads (PyTorch on the CPU).
+
+        ``prefill=text``: the prompt ended with this prefill (see
+        :meth:`build_generation_prompt`): the message starts with it, as if the model had
+        sampled it; spans count from the completion's first id."""
+        return self.stream_parser(_events=False, **options).parse(token_ids)
+
+    def parse_text(self, text: str, **options: Any) -> ParseResult:
+        """Parse a completion given as text (e.g. an API's raw completion): control-token
+        spellings in it are the model's control tokens, so think blocks, tool calls and
+        stop tokens parse as if the ids had been sampled. Spans are ids of that encoding."""
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a string, got {type(text).__name__}")
+        return self.parse_response(sampled_text_ids(self.table, text), **options)
+
+    def stream_parser(self, **options: Any) -> StreamParser:
+        """An incremental parser: ``feed(ids) -> events``, ``finish() -> ParseResult``.
+
+        Feeding the ids in any split gives the same result as :meth:`parse_response`
+        (``prefill`` too: the events of the prefill's text come with the first feed).
+        """
+        events = options.pop("_events", True)
+        prefill = checked_prefill(options.pop("prefill", None))
+        chosen = self._with_options(self.options, options)
+        parser = self._new_parser(chosen, events)
+        if prefill:
+            parser.read_before(self._prefill_ids(prefill, chosen))
+        return parser
+
+    def decode(self, token_ids: Sequence[int] | np.ndarray) -> str:
+        """Decode ids to text (control tokens spelled out), for display and debugging."""
+        return self.table.decode(token_ids)
+
+    # -- prefill ------------------------------------------------------------------------
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        """Write ``prefill`` after the generation prompt: ordinary text, joined to the
+        prompt's last text (formats whose prefill opens a part override this)."""
+        w.text(prefill)
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        """What a parser reads before the completion for ``prefill``: what
+        :meth:`_write_prefill` writes, as the model would have sampled it."""
+        return self.table.encode(prefill)
+
+    # -- format hooks -------------------------------------------------------------------
+
+    def _render(
+        self,
+        writer: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: Any,
+        add_generation_prompt: bool,
+    ) -> None:
+        raise NotImplementedError
+
+    def _new_parser(self, options: Any, events: bool) -> StreamParser:
+        raise NotImplementedError
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _with_options(self, base: Any, overrides: Mapping[str, Any]) -> Any:
+        return with_options(base, overrides, self.name)
+
+    @classmethod
+    def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
+        """Typed option values from ``KEY=VALUE`` text (the command line's ``--option``)."""
+        return options_from_text(cls.Options, pairs, cls.name)
+
+    def _check_roles(self, msgs: Sequence[Message]) -> None:
+        for i, m in enumerate(msgs):
+            if m.role not in self.roles:
+                raise ValueError(
+                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
+                    f"(expected one of {', '.join(self.roles)})"
+                )
+
+    def _write(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+        add_generation_prompt: bool,
+        trained: Collection[int] = (),
+        prefill: str | None = None,
+    ) -> TokenWriter:
+        msgs = (
+            messages
+            if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
+            else coerce_messages(messages)
+        )
+        self._check_roles(msgs)
+        prefill = checked_prefill(prefill)
+        tool_list = normalize_tools(tools)
+        writer = TokenWriter(self.table, trained)
+        chosen = self._with_options(self.options, options)
+        self._render(writer, msgs, tool_list, chosen, add_generation_prompt)
+        if prefill:
+            self._write_prefill(writer, prefill, chosen)
+        return writer
+
+
+class Renderer(BaseRenderer):
+    """A format's renderer: prompts and parsing (:class:`BaseRenderer`), supervised
+    examples with loss weights, and multi-turn rollouts that keep the sampled ids.
+
+    Multi-turn hooks a format overrides where its history differs from a re-rendering:
+    :meth:`_parse_after_prompt`, :meth:`_close_turn`, :meth:`_dropped_stop`,
+    :meth:`_continuation_context`, :meth:`_continuation`.
+    """
+
+    # -- supervised examples ------------------------------------------------------------
 
     def build_supervised_example(
         self,
@@ -312,41 +438,6 @@ class Renderer:
         """The ids of ``msgs`` with nothing trained (no generation prompt)."""
         return self._write(msgs, tools, options, add_generation_prompt=False).ids()
 
-    def parse_response(self, token_ids: Sequence[int] | np.ndarray, **options: Any) -> ParseResult:
-        """Parse the sampled completion (the ids after the generation prompt): a list, a 1-D
-        NumPy array, or a 1-D tensor NumPy reads (PyTorch on the CPU).
-
-        ``prefill=text``: the prompt ended with this prefill (see
-        :meth:`build_generation_prompt`): the message starts with it, as if the model had
-        sampled it; spans count from the completion's first id."""
-        return self.stream_parser(_events=False, **options).parse(token_ids)
-
-    def parse_text(self, text: str, **options: Any) -> ParseResult:
-        """Parse a completion given as text (e.g. an API's raw completion): control-token
-        spellings in it are the model's control tokens, so think blocks, tool calls and
-        stop tokens parse as if the ids had been sampled. Spans are ids of that encoding."""
-        if not isinstance(text, str):
-            raise TypeError(f"text: expected a string, got {type(text).__name__}")
-        return self.parse_response(sampled_text_ids(self.table, text), **options)
-
-    def stream_parser(self, **options: Any) -> StreamParser:
-        """An incremental parser: ``feed(ids) -> events``, ``finish() -> ParseResult``.
-
-        Feeding the ids in any split gives the same result as :meth:`parse_response`
-        (``prefill`` too: the events of the prefill's text come with the first feed).
-        """
-        events = options.pop("_events", True)
-        prefill = checked_prefill(options.pop("prefill", None))
-        chosen = self._with_options(self.options, options)
-        parser = self._new_parser(chosen, events)
-        if prefill:
-            parser.read_before(self._prefill_ids(prefill, chosen))
-        return parser
-
-    def decode(self, token_ids: Sequence[int] | np.ndarray) -> str:
-        """Decode ids to text (control tokens spelled out), for display and debugging."""
-        return self.table.decode(token_ids)
-
     # -- multi-turn rollouts ------------------------------------------------------------
 
     def rollout(
@@ -454,75 +545,6 @@ class Renderer:
             [*history, *new_messages], tools, options, add_generation_prompt=True, prefill=prefill
         )
         return writer.ids_after(len(history) - 1)
-
-    # -- prefill ------------------------------------------------------------------------
-
-    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
-        """Write ``prefill`` after the generation prompt: ordinary text, joined to the
-        prompt's last text (formats whose prefill opens a part override this)."""
-        w.text(prefill)
-
-    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
-        """What a parser reads before the completion for ``prefill``: what
-        :meth:`_write_prefill` writes, as the model would have sampled it."""
-        return self.table.encode(prefill)
-
-    # -- format hooks -------------------------------------------------------------------
-
-    def _render(
-        self,
-        writer: TokenWriter,
-        messages: list[Message],
-        tools: list[Mapping[str, Any]] | None,
-        options: Any,
-        add_generation_prompt: bool,
-    ) -> None:
-        raise NotImplementedError
-
-    def _new_parser(self, options: Any, events: bool) -> StreamParser:
-        raise NotImplementedError
-
-    # -- plumbing -----------------------------------------------------------------------
-
-    def _with_options(self, base: Any, overrides: Mapping[str, Any]) -> Any:
-        return with_options(base, overrides, self.name)
-
-    @classmethod
-    def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
-        """Typed option values from ``KEY=VALUE`` text (the command line's ``--option``)."""
-        return options_from_text(cls.Options, pairs, cls.name)
-
-    def _check_roles(self, msgs: Sequence[Message]) -> None:
-        for i, m in enumerate(msgs):
-            if m.role not in self.roles:
-                raise ValueError(
-                    f"messages[{i}].role: unknown role {m.role!r} for {self.name} "
-                    f"(expected one of {', '.join(self.roles)})"
-                )
-
-    def _write(
-        self,
-        messages: Iterable[Message | Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        options: Mapping[str, Any],
-        add_generation_prompt: bool,
-        trained: Collection[int] = (),
-        prefill: str | None = None,
-    ) -> TokenWriter:
-        msgs = (
-            messages
-            if isinstance(messages, list) and all(isinstance(m, Message) for m in messages)
-            else coerce_messages(messages)
-        )
-        self._check_roles(msgs)
-        prefill = checked_prefill(prefill)
-        tool_list = normalize_tools(tools)
-        writer = TokenWriter(self.table, trained)
-        chosen = self._with_options(self.options, options)
-        self._render(writer, msgs, tool_list, chosen, add_generation_prompt)
-        if prefill:
-            self._write_prefill(writer, prefill, chosen)
-        return writer
 
 
 def checked_prefill(prefill: Any) -> str | None:

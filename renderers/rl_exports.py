@@ -93,8 +93,10 @@ def _response_limit(rollout: Rollout, prompt_length: int) -> int | None:
     bounds = [
         b
         for b in (
-            rollout.max_response_length,
-            None if rollout.max_length is None else rollout.max_length - prompt_length,
+            rollout.limits.max_response_length,
+            None
+            if rollout.limits.max_length is None
+            else rollout.limits.max_length - prompt_length,
         )
         if b is not None
     ]
@@ -111,7 +113,7 @@ def _episode(rollout: Rollout, where: str = "rollout") -> _Episode:
     if limit is not None and limit < 1:
         raise ValueError(
             f"{where}: its prompt ({prompt_end} tokens) leaves no room for a response under "
-            f"max_length={rollout.max_length}"
+            f"max_length={rollout.limits.max_length}"
         )
     closing = rollout.closing_ids()
     response = [*rollout.tokens[prompt_end:end].tolist(), *closing]

@@ -22,12 +22,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from renderers.core.messages import Message, ToolCallPart, UnparsedToolCallPart, coerce_messages
-from renderers.core.parsing import ParseIssue, ParseResult, Termination
+from renderers.core.result import ParseIssue, ParseResult, Termination
 from renderers.core.tokens import TokenTable, id_list, int_ids
 from renderers.view import MessageMarkers, TokenView, supervised_view
 
@@ -35,9 +35,13 @@ __all__ = [
     "DoneReason",
     "ExtensionProperty",
     "Rollout",
+    "RolloutLimits",
+    "Transcript",
     "Turn",
     "TurnKind",
     "TurnRenderer",
+    "rollout_from_dict",
+    "rollout_to_dict",
 ]
 
 DICT_VERSION = 1
@@ -144,6 +148,163 @@ class DoneReason(StrEnum):
     """``max_turns`` completions were sampled."""
 
 
+@dataclass(slots=True)
+class Transcript:
+    """An episode's ids in order, each with its loss weight (1 where the model sampled it)
+    and the sampler's logprob (NaN where nothing was sampled), and the turns covering them.
+    """
+
+    ids: list[int]
+    weights: list[bool]
+    logprobs: list[float]
+    turns: list[Turn]
+
+    @classmethod
+    def of_prompt(cls, prompt_ids: Sequence[int]) -> Transcript:
+        ids = list(prompt_ids)
+        n = len(ids)
+        return cls(ids, [False] * n, [math.nan] * n, [Turn(TurnKind.PROMPT, 0, n)])
+
+    @property
+    def prompt_length(self) -> int:
+        return self.turns[0].end
+
+    @property
+    def response_length(self) -> int:
+        """The ids after the initial prompt."""
+        return len(self.ids) - self.turns[0].end
+
+    def add(self, kind: TurnKind, ids: list[int], logprobs: list[float] | None = None) -> None:
+        """Append a turn: a completion's ids (sampled: weight 1) or ids nobody sampled."""
+        start = len(self.ids)
+        self.ids += ids
+        self.weights += [kind is TurnKind.COMPLETION] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [math.nan] * len(ids)
+        self.turns.append(Turn(kind, start, start + len(ids)))
+
+    def replace(self, position: int, token_id: int) -> None:
+        """The format's history writes ``token_id`` where the model sampled another id: the
+        sampled id's logprob stays, its weight goes (nothing sampled the new id)."""
+        self.ids[position] = token_id
+        self.weights[position] = False
+
+    def to_plain(self, with_logprobs: bool) -> dict[str, Any]:
+        """``tokens``, ``weights`` (0/1), ``logprobs`` (``null`` per position where
+        nothing was sampled, or as a whole without logprobs) and ``turns``."""
+        return {
+            "tokens": list(self.ids),
+            "weights": [int(w) for w in self.weights],
+            "logprobs": (
+                [None if math.isnan(x) else x for x in self.logprobs] if with_logprobs else None
+            ),
+            "turns": [{"kind": t.kind.value, "start": t.start, "end": t.end} for t in self.turns],
+        }
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any], table: TokenTable) -> Transcript:
+        tokens = [int(t) for t in data["tokens"]]
+        weights = [bool(w) for w in data["weights"]]
+        logprobs = data["logprobs"]
+        if len(weights) != len(tokens) or (logprobs is not None and len(logprobs) != len(tokens)):
+            raise ValueError("tokens, weights and logprobs: expected equal lengths")
+        table.check_ids(tokens)
+        values = [math.nan if x is None else float(x) for x in logprobs or [None] * len(tokens)]
+        turns = [Turn(TurnKind(t["kind"]), int(t["start"]), int(t["end"])) for t in data["turns"]]
+        return cls(tokens, weights, values, turns)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (
+            np.asarray(self.ids, dtype=np.int32),
+            np.asarray(self.weights, dtype=np.bool_),
+            np.asarray(self.logprobs, dtype=np.float32),
+            [(t.kind.value, t.start, t.end) for t in self.turns],
+        )
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        ids, weights, logprobs, turns = state
+        self.ids = ids.tolist()
+        self.weights = weights.tolist()
+        self.logprobs = logprobs.tolist()
+        self.turns = [Turn(TurnKind(k), s, e) for k, s, e in turns]
+
+
+class Prefill(NamedTuple):
+    """The prefill ending the prompt that awaits its completion: its ``text``, and the
+    prompt's ids from ``start`` on without it (``base``: what the completion's parse
+    state is read from)."""
+
+    text: str
+    start: int
+    base: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutLimits:
+    """An episode's budget: ``max_length`` ids in all (prompt included, the model's
+    context), ``max_response_length`` after the initial prompt (verl's
+    ``response_length``), ``max_turns`` completions; ``None`` is no limit."""
+
+    max_length: int | None = None
+    max_response_length: int | None = None
+    max_turns: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_length", "max_response_length", "max_turns"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{name}: expected a positive integer or None, got {value!r}")
+
+    def room(self, transcript: Transcript) -> list[int]:
+        """What each length limit leaves for the next completion."""
+        return [
+            limit - used
+            for limit, used in (
+                (self.max_length, len(transcript.ids)),
+                (self.max_response_length, transcript.response_length),
+            )
+            if limit is not None
+        ]
+
+    def full(self, transcript: Transcript) -> bool:
+        """Whether no room is left for another token."""
+        return any(r <= 0 for r in self.room(transcript))
+
+    def turns_reached(self, completions: int) -> bool:
+        return self.max_turns is not None and completions >= self.max_turns
+
+    def next_budget(self, per_turn: int | None, transcript: Transcript, completions: int) -> int:
+        """``per_turn`` capped by the room left (see :meth:`Rollout.max_tokens`)."""
+        if per_turn is not None and (type(per_turn) is not int or per_turn < 1):
+            raise ValueError(f"per_turn: expected a positive integer or None, got {per_turn!r}")
+        self.check_room("max_tokens()", transcript, completions)
+        bounds = [*([] if per_turn is None else [per_turn]), *self.room(transcript)]
+        if not bounds:
+            raise ValueError(
+                "max_tokens(): no budget to bound the next turn: pass per_turn, or give the "
+                "rollout max_length or max_response_length"
+            )
+        return min(bounds)
+
+    def check_room(self, what: str, transcript: Transcript, completions: int) -> None:
+        """Refuse to sample an episode that is over: ``max_turns`` reached, or no room."""
+        if self.turns_reached(completions):
+            raise RuntimeError(
+                f"{what}: the episode is over: it already has max_turns={self.max_turns} "
+                "completions (check rollout.done before sampling)"
+            )
+        if self.full(transcript):
+            pairs = (
+                ("max_length", self.max_length),
+                ("max_response_length", self.max_response_length),
+            )
+            limits = ", ".join(f"{name}={value}" for name, value in pairs if value is not None)
+            raise RuntimeError(
+                f"{what}: the episode is over: no room left for another token ({limits}; "
+                f"{len(transcript.ids)} tokens, {transcript.response_length} after the "
+                "prompt; check rollout.done before sampling)"
+            )
+
+
 _FINISH_REASONS = ("stop", "length")
 _CALL_PARTS = (ToolCallPart, UnparsedToolCallPart)
 
@@ -160,14 +321,15 @@ class Rollout:
     >>> rollout.tokens, rollout.weights, rollout.logprobs        # aligned, one per token
 
     Tokens after a completion's stop token are not part of the turn and are not kept
-    (nor their logprobs). ``max_length`` bounds the whole episode (prompt included, the
-    model's context), ``max_response_length`` the tokens after the initial prompt (as
-    verl's ``response_length``), ``max_turns`` the number of completions.
+    (nor their logprobs). The budget is :class:`RolloutLimits` (``max_length``,
+    ``max_response_length``, ``max_turns``).
 
     ``prefill`` (here, and in :meth:`add_messages` for a later turn) ends the prompt with
     text the model is forced to start with (see :meth:`Renderer.build_generation_prompt`):
     its ids are prompt ids (weight 0), and the turn's parsed message starts with it.
     """
+
+    _prefill: Prefill | None  # the prompt awaiting a completion ends with it
 
     def __init__(
         self,
@@ -181,13 +343,13 @@ class Rollout:
         prefill: str | None = None,
         **options: Any,
     ) -> None:
+        limits = RolloutLimits(max_length, max_response_length, max_turns)
         conversation = coerce_messages(messages)
         ids = renderer.build_generation_prompt(conversation, tools, prefill=prefill, **options)
-        self._start(renderer, conversation, ids, tools, options)
+        self._start(renderer, conversation, ids, tools, options, limits)
         if prefill:
             base = renderer.build_generation_prompt(conversation, tools, **options)
-            self._set_prefill(prefill, base, 0)
-        self._set_limits(max_length, max_response_length, max_turns)
+            self._prefill = Prefill(prefill, 0, base)
 
     def _start(
         self,
@@ -196,43 +358,19 @@ class Rollout:
         prompt_ids: Sequence[int],
         tools: Sequence[Mapping[str, Any]] | None,
         options: dict[str, Any],
+        limits: RolloutLimits,
     ) -> None:
         self.renderer = renderer
         self.tools = tools
         self.options = options
+        self.limits = limits
         self.messages: list[Message] = messages
         self.results: list[ParseResult] = []
-        self._ids: list[int] = list(prompt_ids)
-        self._weights: list[bool] = [False] * len(self._ids)  # the id sampled there
-        self._logprobs: list[float] = [math.nan] * len(self._ids)
-        self._turns: list[Turn] = [Turn(TurnKind.PROMPT, 0, len(self._ids))]
+        self._record = Transcript.of_prompt(prompt_ids)
         self._ended: list[bool] = []  # per completion: it ended its turn (not cut off)
         self._with_logprobs: bool | None = None  # whether completions came with logprobs
         self._awaiting_completion = True
-        # The prefill ending the current prompt, and the prompt's ids from ``start`` on as
-        # they are without it (what the completion's state is read from).
-        self._prefill: str | None = None
-        self._unprefilled: tuple[int, list[int]] | None = None
-
-    def _set_prefill(self, prefill: str, base: list[int], start: int) -> None:
-        """The current prompt (``self._ids``) ends with ``prefill``; ``base`` is its ids
-        from ``start`` on without the prefill."""
-        self._prefill = prefill
-        self._unprefilled = (start, base)
-
-    def _set_limits(
-        self, max_length: int | None, max_response_length: int | None, max_turns: int | None
-    ) -> None:
-        for name, value in (
-            ("max_length", max_length),
-            ("max_response_length", max_response_length),
-            ("max_turns", max_turns),
-        ):
-            if value is not None and (type(value) is not int or value < 1):
-                raise ValueError(f"{name}: expected a positive integer or None, got {value!r}")
-        self.max_length = max_length
-        self.max_response_length = max_response_length
-        self.max_turns = max_turns
+        self._prefill = None
 
     @classmethod
     def resume(
@@ -260,9 +398,9 @@ class Rollout:
             if messages is not None
             else renderer._continuation_context(prompt, options)
         )
+        limits = RolloutLimits(max_length, max_response_length, max_turns)
         rollout = cls.__new__(cls)
-        rollout._start(renderer, conversation, prompt, tools, options)
-        rollout._set_limits(max_length, max_response_length, max_turns)
+        rollout._start(renderer, conversation, prompt, tools, options, limits)
         return rollout
 
     # -- sampling ---------------------------------------------------------------------
@@ -271,7 +409,7 @@ class Rollout:
     def prompt_ids(self) -> list[int]:
         """The ids to sample the next completion from."""
         self._check_awaiting("prompt_ids")
-        return list(self._ids)
+        return list(self._record.ids)
 
     def max_tokens(self, per_turn: int | None = None) -> int:
         """The most tokens the next completion may sample (a sampler's ``max_tokens``):
@@ -280,51 +418,7 @@ class Rollout:
         reached) has no next completion: then this raises, so that no sampler is ever asked
         for 0 tokens (vLLM refuses them) or, worse, for an unbounded turn."""
         self._check_awaiting("max_tokens()")
-        if per_turn is not None and (type(per_turn) is not int or per_turn < 1):
-            raise ValueError(f"per_turn: expected a positive integer or None, got {per_turn!r}")
-        self._check_not_over("max_tokens()")
-        prompt_length = self._turns[0].end
-        bounds = [
-            b
-            for b in (
-                per_turn,
-                None if self.max_length is None else self.max_length - len(self._ids),
-                None
-                if self.max_response_length is None
-                else self.max_response_length - (len(self._ids) - prompt_length),
-            )
-            if b is not None
-        ]
-        if not bounds:
-            raise ValueError(
-                "max_tokens(): no budget to bound the next turn: pass per_turn, or give the "
-                "rollout max_length or max_response_length"
-            )
-        return min(bounds)
-
-    def _check_not_over(self, what: str) -> None:
-        """Refuse to sample an episode that is over (while it waits for a completion, only
-        ``max_turns`` or the budget end it)."""
-        reason = self.done_reason
-        if reason is DoneReason.MAX_TURNS:
-            raise RuntimeError(
-                f"{what}: the episode is over: it already has max_turns={self.max_turns} "
-                "completions (check rollout.done before sampling)"
-            )
-        if reason is DoneReason.LENGTH:
-            limits = ", ".join(
-                f"{name}={value}"
-                for name, value in (
-                    ("max_length", self.max_length),
-                    ("max_response_length", self.max_response_length),
-                )
-                if value is not None
-            )
-            raise RuntimeError(
-                f"{what}: the episode is over: no room left for another token ({limits}; "
-                f"{len(self._ids)} tokens, {len(self._ids) - self._turns[0].end} after the "
-                "prompt; check rollout.done before sampling)"
-            )
+        return self.limits.next_budget(per_turn, self._record, len(self.results))
 
     def add_completion(
         self,
@@ -344,55 +438,29 @@ class Rollout:
         sample taken then is outside the budget.
         """
         self._check_awaiting("add_completion()", twice=True)
-        self._check_not_over("add_completion()")
+        self.limits.check_room("add_completion()", self._record, len(self.results))
         ids = id_list(completion_ids)
-        given = self._checked_logprobs(logprobs, len(ids))
+        given = _logprob_list(logprobs, len(ids), len(self.results), self._with_logprobs)
+        self._with_logprobs = logprobs is not None
         if finish_reason is not None and finish_reason not in _FINISH_REASONS:
             raise ValueError(
                 f"finish_reason: expected 'stop', 'length' or None, got {finish_reason!r}"
             )
-        if self._prefill is None:
-            result = self.renderer._parse_after_prompt(self._ids, ids, self.options)
+        if (prefill := self._prefill) is None:
+            result = self.renderer._parse_after_prompt(self._record.ids, ids, self.options)
         else:
-            assert self._unprefilled is not None
-            start, base = self._unprefilled
-            options = {**self.options, "prefill": self._prefill}
-            result = self.renderer._parse_after_prompt(self._ids[:start] + base, ids, options)
-            self._prefill = self._unprefilled = None
+            options = {**self.options, "prefill": prefill.text}
+            prompt = self._record.ids[: prefill.start] + prefill.base
+            result = self.renderer._parse_after_prompt(prompt, ids, options)
+            self._prefill = None
         ids = int_ids(ids)  # (checked by the parse)
         kept = len(ids) - len(result.trailing_ids) if result.stop_token_id is not None else len(ids)
-        start = len(self._ids)
-        self._ids += ids[:kept]
-        self._weights += [True] * kept
-        self._logprobs += given[:kept] if given is not None else [math.nan] * kept
-        self._turns.append(Turn(TurnKind.COMPLETION, start, start + kept))
+        self._record.add(TurnKind.COMPLETION, ids[:kept], None if given is None else given[:kept])
         self._ended.append(result.stop_token_id is not None or finish_reason == "stop")
         self.messages.append(result.message)
         self.results.append(result)
         self._awaiting_completion = False
         return result
-
-    def _checked_logprobs(
-        self, logprobs: Sequence[float] | np.ndarray | None, count: int
-    ) -> list[float] | None:
-        index = len(self.results)
-        if self._with_logprobs is not None and self._with_logprobs != (logprobs is not None):
-            had = "had" if self._with_logprobs else "had none"
-            raise ValueError(
-                f"logprobs: completion {index} comes {'without' if logprobs is None else 'with'}"
-                f" logprobs but earlier completions {had}; give them for every completion "
-                "of an episode or for none"
-            )
-        self._with_logprobs = logprobs is not None
-        if logprobs is None:
-            return None
-        values = np.asarray(logprobs, dtype=np.float32)
-        if values.ndim != 1 or len(values) != count:
-            raise ValueError(
-                f"logprobs: expected one per sampled id ({count}), got shape {values.shape}"
-            )
-        checked: list[float] = values.tolist()
-        return checked
 
     def add_messages(
         self,
@@ -414,31 +482,25 @@ class Rollout:
         """
         self._check_awaiting("add_messages()", awaiting=False)
         new = coerce_messages(new_messages)
-        completion = self._turns[-1]
+        record = self._record
+        completion = record.turns[-1]
         replaced, closing = self.renderer._close_turn(
-            self.results[-1], self._ids[completion.start : completion.end]
+            self.results[-1], record.ids[completion.start : completion.end]
         )
         if replaced > min(len(closing), completion.end - completion.start):
             raise RuntimeError(f"{self.renderer.name}: the format replaced more ids than it gave")
         for k in range(replaced):
-            pos = completion.end - replaced + k
-            self._ids[pos] = closing[k]
-            self._weights[pos] = False
+            record.replace(completion.end - replaced + k, closing[k])
         suffix = self.renderer._continuation(
             self.messages, new, self.tools, self.options, prefill=prefill
         )
-        added = [*closing[replaced:], *suffix]
-        start = len(self._ids)
         if prefill:
             base = self.renderer._continuation(self.messages, new, self.tools, self.options)
-            self._set_prefill(prefill, [*closing[replaced:], *base], start)
-        self._ids += added
-        self._weights += [False] * len(added)
-        self._logprobs += [math.nan] * len(added)
-        self._turns.append(Turn(TurnKind.MESSAGES, start, start + len(added)))
+            self._prefill = Prefill(prefill, len(record.ids), [*closing[replaced:], *base])
+        record.add(TurnKind.MESSAGES, [*closing[replaced:], *suffix])
         self.messages += new
         self._awaiting_completion = True
-        return list(self._ids)
+        return list(record.ids)
 
     def _check_awaiting(self, what: str, *, awaiting: bool = True, twice: bool = False) -> None:
         if awaiting and not self._awaiting_completion:
@@ -453,13 +515,13 @@ class Rollout:
     @property
     def tokens(self) -> np.ndarray:
         """Every id of the episode so far (prompts, completions, template tokens)."""
-        return np.asarray(self._ids, dtype=np.int64)
+        return np.asarray(self._record.ids, dtype=np.int64)
 
     @property
     def weights(self) -> np.ndarray:
         """Loss weights: 1 where the token is the one the model sampled there, 0 on prompt,
         tool-result and template ids (and where the format replaced a sampled token)."""
-        return np.asarray(self._weights, dtype=np.float32)
+        return np.asarray(self._record.weights, dtype=np.float32)
 
     @property
     def logprobs(self) -> np.ndarray:
@@ -467,7 +529,7 @@ class Rollout:
         where nothing was sampled (prompt, messages, template ids) or no logprobs were
         given: a position nobody sampled has no logprob, and NaN keeps it from passing
         for a certain token (0.0) in a sum. Exports write 0.0 there, as the stacks do."""
-        return np.asarray(self._logprobs, dtype=np.float32)
+        return np.asarray(self._record.logprobs, dtype=np.float32)
 
     @property
     def has_logprobs(self) -> bool:
@@ -482,14 +544,15 @@ class Rollout:
         (nothing sampled them), so that the exported turn is closed as the stacks expect."""
         if not self.results or not self._ended[-1] or self.results[-1].stop_token_id is not None:
             return []
-        turn = next(t for t in reversed(self._turns) if t.kind is TurnKind.COMPLETION)
-        return self.renderer._dropped_stop(self.results[-1], self._ids[turn.start : turn.end])
+        turn = next(t for t in reversed(self._record.turns) if t.kind is TurnKind.COMPLETION)
+        ids = self._record.ids[turn.start : turn.end]
+        return self.renderer._dropped_stop(self.results[-1], ids)
 
     @property
     def turns(self) -> tuple[Turn, ...]:
         """The spans of the initial prompt, of each completion and of each block of
         inserted messages, in order; together they cover :attr:`tokens`."""
-        return tuple(self._turns)
+        return tuple(self._record.turns)
 
     @property
     def done_reason(self) -> DoneReason | None:
@@ -505,17 +568,11 @@ class Rollout:
                 return DoneReason.END_OF_SEQUENCE
             if not any(type(p) in _CALL_PARTS for p in result.message.parts):
                 return DoneReason.NO_TOOL_CALL
-        if self.max_turns is not None and len(self.results) >= self.max_turns:
+        if self.limits.turns_reached(len(self.results)):
             return DoneReason.MAX_TURNS
-        if self._out_of_budget():
+        if self.limits.full(self._record):
             return DoneReason.LENGTH
         return None
-
-    def _out_of_budget(self) -> bool:
-        if self.max_length is not None and len(self._ids) >= self.max_length:
-            return True
-        response = len(self._ids) - self._turns[0].end
-        return self.max_response_length is not None and response >= self.max_response_length
 
     @property
     def done(self) -> bool:
@@ -528,7 +585,7 @@ class Rollout:
         """The episode for a person (:mod:`renderers.view`): every token with its weight, a
         header per message, each completion's parts outlined and its issues marked; print
         it, ``to_html()`` it, or let a notebook show it."""
-        starts = [t.start for t in self._turns if t.kind is TurnKind.COMPLETION]
+        starts = [t.start for t in self._record.turns if t.kind is TurnKind.COMPLETION]
         return supervised_view(
             self.tokens,
             self.weights,
@@ -538,149 +595,138 @@ class Rollout:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The rollout as plain, JSON-serialisable data (:meth:`from_dict` reads it back).
-
-        Keys: ``version``; ``renderer`` (its name) and ``renderer_options`` (those that
-        differ from the format's defaults); ``options`` (per-rollout options); ``tools``;
-        ``limits`` (``max_length``, ``max_response_length``, ``max_turns``); ``messages``
-        (lossless message dicts, sampled ones included); ``tokens``; ``weights`` (0/1);
-        ``logprobs`` (a float per token, ``null`` where nothing was sampled; ``null`` as a
-        whole without logprobs); ``turns`` (``kind``, ``start``, ``end``); ``completions``
-        (per completion: the index of its message, ``termination``, ``stop_token_id``,
-        ``trailing_ids``, ``issues``, part ``spans`` and whether it ``ended`` its turn);
-        ``awaiting_completion``; ``prefill`` (the prefill ending the prompt that awaits its
-        completion: ``text``, and ``start`` and ``ids``, the prompt's ids from ``start`` on
-        without it; ``null`` without one); and, for readers, ``done_reason`` (or ``null``).
-        """
-        indices = self._completion_message_indices()
-        return {
-            "version": DICT_VERSION,
-            "renderer": self.renderer.name,
-            "renderer_options": {k: _plain(v) for k, v in self.renderer.changed_options().items()},
-            "options": {k: _plain(v) for k, v in self.options.items()},
-            "tools": None if self.tools is None else [dict(t) for t in self.tools],
-            "limits": {
-                "max_length": self.max_length,
-                "max_response_length": self.max_response_length,
-                "max_turns": self.max_turns,
-            },
-            "messages": [m.to_dict() for m in self.messages],
-            "tokens": list(self._ids),
-            "weights": [int(s) for s in self._weights],
-            "logprobs": (
-                [None if math.isnan(x) else x for x in self._logprobs]
-                if self._with_logprobs
-                else None
-            ),
-            "turns": [{"kind": t.kind.value, "start": t.start, "end": t.end} for t in self._turns],
-            "completions": [
-                {
-                    "message_index": index,
-                    "termination": r.termination.value,
-                    "stop_token_id": r.stop_token_id,
-                    "trailing_ids": list(r.trailing_ids),
-                    "issues": [{"position": i.position, "message": i.message} for i in r.issues],
-                    "spans": [list(s) for s in r.spans],
-                    "ended": ended,
-                }
-                for r, ended, index in zip(self.results, self._ended, indices, strict=True)
-            ],
-            "awaiting_completion": self._awaiting_completion,
-            "prefill": None
-            if self._prefill is None or self._unprefilled is None
-            else {
-                "text": self._prefill,
-                "start": self._unprefilled[0],
-                "ids": list(self._unprefilled[1]),
-            },
-            "done_reason": None if self.done_reason is None else self.done_reason.value,
-        }
-
-    def _completion_message_indices(self) -> list[int]:
-        """The index in :attr:`messages` of each completion's parsed message (found in
-        order, by identity: the parsed messages are the objects the results hold)."""
-        indices: list[int] = []
-        position = 0
-        for result in self.results:
-            while self.messages[position] is not result.message:
-                position += 1
-            indices.append(position)
-            position += 1
-        return indices
+        """The rollout as plain, JSON-serialisable data (see :func:`rollout_to_dict`)."""
+        return rollout_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], renderer: TurnRenderer) -> Rollout:
-        """A rollout from :meth:`to_dict` output, continued with ``renderer`` (the one
-        named in ``data``: its name is checked)."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"rollout: expected a mapping, got {type(data).__name__}")
-        if data.get("version") != DICT_VERSION:
-            raise ValueError(f"version: expected {DICT_VERSION}, got {data.get('version')!r}")
-        if data.get("renderer") != renderer.name:
-            raise ValueError(
-                f"renderer: the rollout was made with {data.get('renderer')!r}, "
-                f"not {renderer.name!r}"
-            )
-        tokens = [int(t) for t in data["tokens"]]
-        weights = [bool(w) for w in data["weights"]]
-        logprobs = data["logprobs"]
-        if len(weights) != len(tokens) or (logprobs is not None and len(logprobs) != len(tokens)):
-            raise ValueError("tokens, weights and logprobs: expected equal lengths")
-        renderer.table.check_ids(tokens)
-        messages = coerce_messages(data["messages"])
-        rollout = cls.__new__(cls)
-        rollout._start(renderer, messages, [], data["tools"], dict(data["options"]))
-        limits = data["limits"]
-        rollout._set_limits(
-            limits["max_length"], limits["max_response_length"], limits["max_turns"]
-        )
-        rollout._ids = tokens
-        rollout._weights = weights
-        rollout._logprobs = (
-            [math.nan] * len(tokens)
-            if logprobs is None
-            else [math.nan if x is None else float(x) for x in logprobs]
-        )
-        rollout._turns = [
-            Turn(TurnKind(t["kind"]), int(t["start"]), int(t["end"])) for t in data["turns"]
-        ]
-        completions = data["completions"]
-        rollout.results = [
-            ParseResult(
-                message=messages[c["message_index"]],
-                termination=Termination(c["termination"]),
-                spans=tuple((int(s), int(e)) for s, e in c["spans"]),
-                stop_token_id=c["stop_token_id"],
-                trailing_ids=tuple(c["trailing_ids"]),
-                trailing_text=renderer.table.decode(c["trailing_ids"]),
-                issues=tuple(ParseIssue(i["position"], i["message"]) for i in c["issues"]),
-            )
-            for c in completions
-        ]
-        rollout._ended = [bool(c["ended"]) for c in completions]
-        rollout._with_logprobs = None if not completions else logprobs is not None
-        rollout._awaiting_completion = bool(data["awaiting_completion"])
-        prefill = data.get("prefill")  # (absent from dicts written before prefills)
-        if prefill is not None:
-            ids = [int(t) for t in prefill["ids"]]
-            renderer.table.check_ids(ids)
-            rollout._set_prefill(str(prefill["text"]), ids, int(prefill["start"]))
-        return rollout
+        """A rollout from :meth:`to_dict` output (see :func:`rollout_from_dict`)."""
+        return rollout_from_dict(data, renderer)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(vars(self))
-        state["_ids"] = np.asarray(self._ids, dtype=np.int32)
-        state["_weights"] = np.asarray(self._weights, dtype=np.bool_)
-        state["_logprobs"] = np.asarray(self._logprobs, dtype=np.float32)
-        state["_turns"] = [(t.kind.value, t.start, t.end) for t in self._turns]
-        return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state["_ids"] = state["_ids"].tolist()
-        state["_weights"] = state["_weights"].tolist()
-        state["_logprobs"] = state["_logprobs"].tolist()
-        state["_turns"] = [Turn(TurnKind(k), s, e) for k, s, e in state["_turns"]]
-        vars(self).update(state)
+def rollout_to_dict(rollout: Rollout) -> dict[str, Any]:
+    """``rollout`` as plain, JSON-serialisable data (:func:`rollout_from_dict` reads it back).
+
+    Keys: ``version``; ``renderer`` (its name) and ``renderer_options`` (those that
+    differ from the format's defaults); ``options`` (per-rollout options); ``tools``;
+    ``limits`` (``max_length``, ``max_response_length``, ``max_turns``); ``messages``
+    (lossless message dicts, sampled ones included); ``tokens``; ``weights`` (0/1);
+    ``logprobs`` (a float per token, ``null`` where nothing was sampled; ``null`` as a
+    whole without logprobs); ``turns`` (``kind``, ``start``, ``end``); ``completions``
+    (per completion: the index of its message, ``termination``, ``stop_token_id``,
+    ``trailing_ids``, ``issues``, part ``spans`` and whether it ``ended`` its turn);
+    ``awaiting_completion``; ``prefill`` (the prefill ending the prompt that awaits its
+    completion: ``text``, and ``start`` and ``ids``, the prompt's ids from ``start`` on
+    without it; ``null`` without one); and, for readers, ``done_reason`` (or ``null``).
+    """
+    indices = _completion_message_indices(rollout.messages, rollout.results)
+    return {
+        "version": DICT_VERSION,
+        "renderer": rollout.renderer.name,
+        "renderer_options": {k: _plain(v) for k, v in rollout.renderer.changed_options().items()},
+        "options": {k: _plain(v) for k, v in rollout.options.items()},
+        "tools": None if rollout.tools is None else [dict(t) for t in rollout.tools],
+        "limits": {
+            "max_length": rollout.limits.max_length,
+            "max_response_length": rollout.limits.max_response_length,
+            "max_turns": rollout.limits.max_turns,
+        },
+        "messages": [m.to_dict() for m in rollout.messages],
+        **rollout._record.to_plain(bool(rollout._with_logprobs)),
+        "completions": [
+            {
+                "message_index": index,
+                "termination": r.termination.value,
+                "stop_token_id": r.stop_token_id,
+                "trailing_ids": list(r.trailing_ids),
+                "issues": [{"position": i.position, "message": i.message} for i in r.issues],
+                "spans": [list(s) for s in r.spans],
+                "ended": ended,
+            }
+            for r, ended, index in zip(rollout.results, rollout._ended, indices, strict=True)
+        ],
+        "awaiting_completion": rollout._awaiting_completion,
+        "prefill": None
+        if (prefill := rollout._prefill) is None
+        else {"text": prefill.text, "start": prefill.start, "ids": list(prefill.base)},
+        "done_reason": None if rollout.done_reason is None else rollout.done_reason.value,
+    }
+
+
+def _completion_message_indices(messages: list[Message], results: list[ParseResult]) -> list[int]:
+    """The index in ``messages`` of each completion's parsed message (found in
+    order, by identity: the parsed messages are the objects the results hold)."""
+    indices: list[int] = []
+    position = 0
+    for result in results:
+        while messages[position] is not result.message:
+            position += 1
+        indices.append(position)
+        position += 1
+    return indices
+
+
+def rollout_from_dict(data: Mapping[str, Any], renderer: TurnRenderer) -> Rollout:
+    """A rollout from :func:`rollout_to_dict` output, continued with ``renderer`` (the one
+    named in ``data``: its name is checked)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"rollout: expected a mapping, got {type(data).__name__}")
+    if data.get("version") != DICT_VERSION:
+        raise ValueError(f"version: expected {DICT_VERSION}, got {data.get('version')!r}")
+    if data.get("renderer") != renderer.name:
+        raise ValueError(
+            f"renderer: the rollout was made with {data.get('renderer')!r}, not {renderer.name!r}"
+        )
+    record = Transcript.from_plain(data, renderer.table)
+    messages = coerce_messages(data["messages"])
+    limits = RolloutLimits(**data["limits"])
+    rollout = Rollout.__new__(Rollout)
+    rollout._start(renderer, messages, [], data["tools"], dict(data["options"]), limits)
+    rollout._record = record
+    completions = data["completions"]
+    rollout.results = [
+        ParseResult(
+            message=messages[c["message_index"]],
+            termination=Termination(c["termination"]),
+            spans=tuple((int(s), int(e)) for s, e in c["spans"]),
+            stop_token_id=c["stop_token_id"],
+            trailing_ids=tuple(c["trailing_ids"]),
+            trailing_text=renderer.table.decode(c["trailing_ids"]),
+            issues=tuple(ParseIssue(i["position"], i["message"]) for i in c["issues"]),
+        )
+        for c in completions
+    ]
+    rollout._ended = [bool(c["ended"]) for c in completions]
+    rollout._with_logprobs = None if not completions else data["logprobs"] is not None
+    rollout._awaiting_completion = bool(data["awaiting_completion"])
+    prefill = data.get("prefill")  # (absent from dicts written before prefills)
+    if prefill is not None:
+        ids = [int(t) for t in prefill["ids"]]
+        renderer.table.check_ids(ids)
+        rollout._prefill = Prefill(str(prefill["text"]), int(prefill["start"]), ids)
+    return rollout
+
+
+def _logprob_list(
+    logprobs: Sequence[float] | np.ndarray | None, count: int, index: int, earlier: bool | None
+) -> list[float] | None:
+    """Completion ``index``'s logprobs, one float per sampled id (or ``None``), or a
+    ``ValueError``; ``earlier``: whether the completions before it came with logprobs."""
+    if earlier is not None and earlier != (logprobs is not None):
+        raise ValueError(
+            f"logprobs: completion {index} comes {'without' if logprobs is None else 'with'}"
+            f" logprobs but earlier completions {'had' if earlier else 'had none'}; give them "
+            "for every completion of an episode or for none"
+        )
+    if logprobs is None:
+        return None
+    values = np.asarray(logprobs, dtype=np.float32)
+    if values.ndim != 1 or len(values) != count:
+        raise ValueError(
+            f"logprobs: expected one per sampled id ({count}), got shape {values.shape}"
+        )
+    checked: list[float] = values.tolist()
+    return checked
 
 
 def _plain(value: Any) -> Any:

@@ -57,6 +57,12 @@ TML_TOKENIZERS = {
     "Qwen/Qwen3.8-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
     "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
     "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
+    "zai-org/GLM-5.2": "tml_renderers.tokenizers:GlmTokenizer",
+    "zai-org/GLM-5.3": "tml_renderers.tokenizers:GlmTokenizer",
+    "zai-org/GLM-5.3-Flash": "tml_renderers.tokenizers:GlmTokenizer",
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from renderers import ParseResult, Renderer
-from renderers.core.parsing import StreamParser
+from renderers.core.engine import StreamParser
 
 
 def parsed_both_ways(

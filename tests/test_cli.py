@@ -67,6 +67,8 @@ def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
         ("qwen3.8", "Qwen35Tokenizer"),
         ("deepseek_v4", "DeepSeekV4Tokenizer"),
         ("kimi_k2.5", "KimiK25Tokenizer"),
+        ("nemotron3_ultra", "Nemotron3Tokenizer"),
+        ("glm5.3", "GlmTokenizer"),
     ],
 )
 def test_demo_of_each_2026_family_with_a_tokenizer_built_by_its_class(

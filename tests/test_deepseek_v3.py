@@ -1770,14 +1770,14 @@ def test_v31_completions_parse_on_the_one_shot_path_as_fed(
     of them invalid JSON when malformed, cut off when truncated) take the one-shot path,
     which must give what feeding the ids gives."""
     from renderers.bench.workloads import completions
-    from renderers.deepseek_v3 import _V31Parser
+    from renderers.core.sections import SectionParser
 
     options: dict[str, Any] = (
         {"thinking": True, "keep_thinking": True} if thinking else {"reasoning": "drop"}
     )
     r = DeepSeekV31Renderer(tokenizer_for(V31), **options)
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parsed, fed, one_shot = parsed_both_ways(r, _V31Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, SectionParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 4
@@ -1792,7 +1792,7 @@ def test_v3_completions_parse_on_the_one_shot_path_as_fed(
     when truncated) take the one-shot path, which must give what feeding the ids gives;
     so must the same completion with its reasoning marker ending mid-token."""
     from renderers.bench.workloads import completions
-    from renderers.deepseek_v3 import _V3Parser
+    from renderers.core.sections import SectionParser
 
     r = DeepSeekV3Renderer(tokenizer_for(V3), render_thinking=True, fix_tool_format=True)
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
@@ -1806,7 +1806,7 @@ def test_v3_completions_parse_on_the_one_shot_path_as_fed(
         *ids[at + len(end) :],
     ]
     for sample in (ids, glued):
-        parsed, fed, one_shot = parsed_both_ways(r, _V3Parser, sample, monkeypatch)
+        parsed, fed, one_shot = parsed_both_ways(r, SectionParser, sample, monkeypatch)
         assert parsed == fed
         assert one_shot
         assert len(fed.message.parts) >= 4

@@ -294,7 +294,7 @@ def test_a_tag_longer_than_the_limit_is_text_however_the_ids_are_fed(extra: int)
     """A tag name (the bytes between ｜DSML｜ and ">") of at most 1024 bytes is read as a
     tag, a longer one is text with an issue: whether its bytes come in one feed (as
     ``parse_response`` reads them) or a token at a time."""
-    from renderers.deepseek_v4 import _MAX_TAG
+    from renderers.core.dsml import _MAX_TAG
 
     r = renderer(thinking_mode="chat")
     tag = 'invoke name=""'
@@ -327,11 +327,11 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     text between two of them when malformed, cut off when truncated) take the one-shot
     path, which must give what feeding the ids gives."""
     from renderers.bench.workloads import completions
-    from renderers.deepseek_v4 import _DeepSeekV4Parser
+    from renderers.core.dsml import DSMLParser
 
     r = renderer()
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parsed, fed, one_shot = parsed_both_ways(r, _DeepSeekV4Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, DSMLParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5
@@ -356,20 +356,20 @@ def test_sections_parse_in_one_shot_as_fed(
     (whitespace is structure, anything else a text part with an issue): the one-shot
     path gives the general path's parts, spans and issues, also cut off after each
     token past the first 48."""
-    from renderers.deepseek_v4 import _DeepSeekV4Parser
+    from renderers.core.dsml import DSMLParser
 
     r = renderer()
     reasoning = [*r.table.encode(" lorem ipsum dolor" * 12), r.think_end]
     section = f"<{DSML}tool_calls>{gap}{_INVOKE}{gap}{_INVOKE}{gap}</{DSML}tool_calls>"
     ids = [*reasoning, *pieces(r, lead + section + "Done."), r.think]
     ids += [*r.table.encode("more"), r.think_end, *r.table.encode("End."), r.eos]
-    parsed, fed, one_shot = parsed_both_ways(r, _DeepSeekV4Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, DSMLParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.tool_calls) == 2
     assert bool(fed.issues) == bool(gap.strip(" \t\n\r\x0b\x0c"))
     for cut in range(49, len(ids)):
-        parsed, fed, _ = parsed_both_ways(r, _DeepSeekV4Parser, ids[:cut], monkeypatch)
+        parsed, fed, _ = parsed_both_ways(r, DSMLParser, ids[:cut], monkeypatch)
         assert parsed == fed, cut
 
 

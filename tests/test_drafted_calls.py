@@ -25,7 +25,7 @@ from renderers import (
     ToolCallPart,
     get_renderer,
 )
-from renderers.core.parsing import sampled_text_ids
+from renderers.core.scanning import sampled_text_ids
 from tests.conftest import tokenizer_for
 
 QWEN_DRAFT = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'

@@ -83,9 +83,20 @@ def test_unknown_role_names_the_message(spec: Spec, role: str) -> None:
 
 # -- tool-call arguments ---------------------------------------------------------------------
 
-# Formats that write one parameter block per argument (Qwen3.5/3.8 XML, DeepSeek-V4 DSML):
-# arguments must be a JSON object (their templates iterate over its items).
-PARAMETER_BLOCKS = {"qwen3.5", "qwen3.8", "deepseek_v4"}
+# Formats that write one parameter block per argument (Qwen3.5/3.8 and Nemotron-3 XML,
+# DeepSeek-V4 DSML, GLM-5 key/value pairs): arguments must be a JSON object (their
+# templates iterate over its items).
+PARAMETER_BLOCKS = {
+    "qwen3.5",
+    "qwen3.8",
+    "deepseek_v4",
+    "nemotron3",
+    "nemotron3_super",
+    "nemotron3_ultra",
+    "glm5.2",
+    "glm5.3",
+    "glm5.3_flash",
+}
 
 
 NOT_JSON = ["{not json", "", "{'single': 'quotes'}", '{"a": 1} trailing', '{"a": NaN']
@@ -97,7 +108,8 @@ def test_tool_call_arguments_that_are_not_json_name_the_message(spec: Spec, argu
     r = spec.renderer()
     if arguments == "" and spec.name in PARAMETER_BLOCKS:
         # Their templates (encoder) define it: no parameter (Qwen3.8's template, vLLM's {}
-        # for Qwen3.5), one string argument "arguments" (DeepSeek-V4's encoder).
+        # for Qwen3.5, Nemotron-3 and GLM-5), one string argument "arguments" (DeepSeek-V4's
+        # encoder).
         r.build_supervised_example([{"role": "user", "content": "q"}, assistant_call("")])
         return
     messages = [

@@ -32,7 +32,7 @@ from renderers import (
     TrainOn,
     UnparsedToolCallPart,
 )
-from renderers.core.parsing import sampled_text_ids
+from renderers.core.scanning import sampled_text_ids
 from renderers.gpt_oss import GptOssRenderer
 from tests.conftest import tokenizer_for
 from tests.corpus import (
@@ -44,7 +44,6 @@ from tests.corpus import (
     prompts_of,
     result,
 )
-from tests.one_shot import parsed_both_ways
 from tests.oracle import hf_template_ids, hf_template_text
 from tests.test_harmony import COMPLETIONS, LENIENT, SCHEMAS, golden_ids, oh
 from tests.training import supervised_or_dropped
@@ -842,6 +841,25 @@ def test_another_roles_message_ends_the_completion(r: GptOssRenderer, tok: Any) 
         assert all(type(t) is int for t in parsed.trailing_ids)
 
 
+def test_another_roles_message_cut_off_at_the_end_trails(r: GptOssRenderer, tok: Any) -> None:
+    """A completion long enough to be parsed whole that ends inside another role's message
+    (its header ran into text): that message's ids trail, as when the ids are fed."""
+    text = (
+        "<|channel|>analysis<|message|>"
+        + "lorem ipsum dolor " * 40
+        + "<|end|><|start|>user Hello there, how are you?"
+    )
+    ids = ids_of(tok, text)
+    start = ids.index(r.tokens.start)
+    parser = r.stream_parser()
+    for t in ids:
+        parser.feed([t])
+    fed = parser.finish()
+    assert list(fed.trailing_ids) == ids[start:]
+    assert r.parse_response(ids) == fed
+    assert r.parse_response(np.array(ids)) == fed
+
+
 @pytest.mark.parametrize("name", sorted(LENIENT))
 def test_malformed_completions_are_data(name: str, r: GptOssRenderer, tok: Any) -> None:
     text, expected, issues, _ = LENIENT[name]
@@ -1164,16 +1182,13 @@ def test_header_words_the_format_has_no_place_for_are_kept_as_text(
 
 
 @pytest.mark.parametrize("kind", ["complete", "malformed", "truncated"])
-def test_completions_parse_on_the_one_shot_path_as_fed(
-    r: GptOssRenderer, kind: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_completions_parse_in_one_shot_as_fed(r: GptOssRenderer, kind: str) -> None:
     """Completions of about 1k tokens (analysis then a final answer, cut off when
-    truncated) take the one-shot path, which must give what feeding the ids gives; so
-    must a tool call with invalid JSON arguments after an analysis message, and a
+    truncated) parsed whole, as a list and as an array, give what feeding the ids gives;
+    so do a tool call with invalid JSON arguments after an analysis message, and a
     completion cut off inside its analysis."""
     from renderers.bench.workloads import TOOLS as BENCH_TOOLS
     from renderers.bench.workloads import completions
-    from renderers.gpt_oss import _GptOssParser
 
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
     call = r.build_supervised_example(
@@ -1191,7 +1206,9 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     )
     call_ids = call.tokens[call.weights > 0].tolist()
     for sample in (ids, call_ids, ids[: len(ids) // 4]):  # the last cut inside the analysis
-        parsed, fed, one_shot = parsed_both_ways(r, _GptOssParser, sample, monkeypatch)
-        assert parsed == fed
-        assert one_shot
+        parser = r.stream_parser(_events=False)
+        parser.feed(tuple(sample))
+        fed = parser.finish()
+        assert r.parse_response(list(sample)) == fed
+        assert r.parse_response(np.array(sample, dtype=np.int64)) == fed
         assert len(fed.message.parts) >= (1 if sample is not ids else 2)

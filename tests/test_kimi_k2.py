@@ -35,6 +35,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from renderers.core.assembly import PartFinished, TextDelta
 from renderers.core.kimi_tokenizer import load_kimi_tokenizer
 from renderers.core.messages import (
     Message,
@@ -45,7 +46,7 @@ from renderers.core.messages import (
     UnparsedToolCallPart,
     coerce_messages,
 )
-from renderers.core.parsing import ParseResult, PartFinished, Termination, TextDelta
+from renderers.core.result import ParseResult, Termination
 from renderers.kimi_k2 import KimiK2Renderer, KimiK2ThinkingRenderer, tool_name_from_id
 from tests.corpus import (
     CORPUS,
@@ -1698,11 +1699,11 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     them without its argument marker when malformed, cut off when truncated) take the
     one-shot path, which must give what feeding the ids gives."""
     from renderers.bench.workloads import completions
-    from renderers.kimi_k2 import _KimiK2Parser
+    from renderers.core.sections import SectionParser
 
     r = variant.renderer
     ids = next(c.ids for c in completions(r, 1000) if c.kind == kind)
-    parsed, fed, one_shot = parsed_both_ways(r, _KimiK2Parser, ids, monkeypatch)
+    parsed, fed, one_shot = parsed_both_ways(r, SectionParser, ids, monkeypatch)
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5

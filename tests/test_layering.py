@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from renderers import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("renderers", "harmony", "benchmarks")
 
@@ -107,8 +109,8 @@ def _ancestors_excluded(edges: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def test_the_graph_sees_the_packages() -> None:
-    assert "renderers.core.parsing" in GRAPH
-    assert "renderers.core.parsing" in GRAPH["harmony.parser"]
+    assert "renderers.core.engine" in GRAPH
+    assert "renderers.core.engine" in GRAPH["harmony.parser"]
     assert "harmony" in GRAPH["renderers.gpt_oss"]
 
 
@@ -140,6 +142,20 @@ def test_the_core_imports_only_the_core(module: str) -> None:
 def test_harmony_builds_on_the_core_only(module: str) -> None:
     outside = [t for t in GRAPH[module] if not t.startswith(("harmony", "renderers.core"))]
     assert not outside, f"{module} imports {outside}"
+
+
+# The model modules: one per family, built on the core and the Renderer contract (and
+# the modules of each family's own pieces, such as Kimi-K2.5's tool declarations).
+_FAMILIES = {c.__module__ for c in registry.renderer_classes()} - {"renderers.template.renderer"}
+MODEL_MODULES = sorted(m for m in GRAPH if any(m.startswith(f) for f in _FAMILIES))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("renderers.template")))
+def test_the_template_renderer_imports_no_model_module(module: str) -> None:
+    """The template renderer builds its parsers from grammar records (the core, Harmony's
+    parser), not from the model modules' private parsers."""
+    models = [t for t in GRAPH[module] if t in MODEL_MODULES]
+    assert not models, f"{module} imports {models}"
 
 
 def test_a_cycle_is_detected() -> None:

@@ -155,6 +155,10 @@ Q3, Q35, Q38 = "Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.8-27B"
 V3, V31, V4 = "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V4-Pro"
 K2, K2T, K25 = "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5"
 GPT_OSS = "openai/gpt-oss-20b"
+NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
+NEMOTRON_SUPER = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B"
+NEMOTRON_ULTRA = "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B"
+GLM52, GLM53, GLM53_FLASH = "zai-org/GLM-5.2", "zai-org/GLM-5.3", "zai-org/GLM-5.3-Flash"
 BOS = (("bos_token", "<｜begin▁of▁sentence｜>"),)
 EMPTY_THINK_QWEN = "<think>\n\n</think>\n\n"
 
@@ -297,6 +301,42 @@ MODES = [
         "content",
         lambda: chat_template_file(GPT_OSS).read_text("utf-8"),
         _hf(GPT_OSS),
+    ),
+    *(
+        Mode(
+            name,
+            name,
+            model,
+            (),
+            ThinkingPart,
+            "reasoning_content",
+            lambda template=template: trl_template(template),
+            _tml(model),
+            content_differs="<think></think>",
+        )
+        for name, model, template in (
+            ("nemotron3", NEMOTRON, "nemotron_3_nano"),
+            ("nemotron3_super", NEMOTRON_SUPER, "nemotron_3_super"),
+            ("nemotron3_ultra", NEMOTRON_ULTRA, "nemotron_3_ultra"),
+        )
+    ),
+    Mode(
+        "nemotron3-no-thinking",
+        "nemotron3",
+        NEMOTRON,
+        (("enable_thinking", False),),
+        TextPart,
+        "content",
+        lambda: trl_template("nemotron_3_nano"),
+        _tml(NEMOTRON),
+    ),
+    *(
+        Mode(name, name, model, options, ThinkingPart, "tml", encode=_tml(model))
+        for name, model, options in (
+            ("glm5.2", GLM52, ()),
+            ("glm5.3", GLM53, (("clear_thinking", True),)),
+            ("glm5.3_flash", GLM53_FLASH, (("clear_thinking", True),)),
+        )
     ),
     Mode(
         "template-qwen3",

@@ -46,13 +46,11 @@ from renderers import (
     UnparsedToolCallPart,
     get_renderer,
 )
+from renderers.core.assembly import TextDelta
+from renderers.core.engine import StreamParser
 from renderers.core.grammars import _json_call, _scanned_json_call
 from renderers.core.messages import Part, coerce_messages
-from renderers.core.parsing import (
-    StreamParser,
-    TextDelta,
-    sampled_text_ids,
-)
+from renderers.core.scanning import sampled_text_ids
 from renderers.kimi_k2 import tool_name_from_id
 from tests import strategies
 from tests.conftest import tokenizer_for
@@ -1006,6 +1004,101 @@ def _query_last(conversation: list[dict[str, Any]]) -> bool:
     return not all(wrapped)
 
 
+# -- Nemotron-3 and GLM-5.x --------------------------------------------------------------------
+
+
+def _documented_value(text: str, python_scalars: bool) -> str:
+    """How the Nemotron-3 and GLM parsers read an argument value (documented): ``True``,
+    ``False``, ``None`` (Nemotron: the template's Python spelling) as JSON literals, text
+    that is JSON other than a string as it is, anything else as a string."""
+    if python_scalars and text in ("True", "False", "None"):
+        return {"True": "true", "False": "false", "None": "null"}[text]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False) if isinstance(value, str) else text
+
+
+def nemotron_canonical(m: Message) -> Message | None:
+    """Nemotron-3 with thinking on (canonical order: reasoning, text, calls): reasoning as
+    given unless blank, the text trimmed at its end, each call's values as the template
+    writes them (``|string``) read back; ``None`` where a name, key or value cannot be
+    read back (``>`` or a newline in a name or key, ``</parameter>`` in a value)."""
+    out: list[Part] = []
+    for p in m.parts:
+        if type(p) is ThinkingPart:
+            if p.text.strip():
+                out.append(ThinkingPart(p.text))
+        elif type(p) is TextPart:
+            if p.text.rstrip():
+                out.append(TextPart(p.text.rstrip()))
+        elif type(p) is UnparsedToolCallPart:
+            out.append(UnparsedToolCallPart(p.raw, "?"))
+        else:
+            assert type(p) is ToolCallPart
+            if not p.name or ">" in p.name or "\n" in p.name:
+                return None
+            members = []
+            for key, value in json.loads(p.arguments).items():
+                text = _xml_value(value, True)
+                if not key or ">" in key or "\n" in key or "</parameter>" in text:
+                    return None
+                members.append(
+                    json.dumps(key, ensure_ascii=False) + ": " + _documented_value(text, True)
+                )
+            out.append(ToolCallPart(p.name, "{" + ", ".join(members) + "}"))
+    return Message("assistant", out)
+
+
+_GLM_TAGS = ("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+
+
+def glm_canonical(m: Message) -> Message | None:
+    """GLM-5.x (canonical order: reasoning, text, calls): reasoning as given, the text
+    stripped, each call's values as the template writes them (strings raw, others
+    ``tojson``) read back; ``None`` where a name, key or value cannot be read back (a name
+    with surrounding whitespace or ``<``/``>``, a key or value spelling an argument tag)."""
+    out: list[Part] = []
+    for p in m.parts:
+        if type(p) is ThinkingPart:
+            if p.text:
+                out.append(ThinkingPart(p.text))
+        elif type(p) is TextPart:
+            if p.text.strip():
+                out.append(TextPart(p.text.strip()))
+        else:
+            assert type(p) is ToolCallPart
+            name = p.name
+            if not name or name != name.strip() or "<" in name or ">" in name:
+                return None
+            members = []
+            for key, value in json.loads(p.arguments).items():
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                if any(tag in key or tag in text for tag in _GLM_TAGS):
+                    return None
+                members.append(
+                    json.dumps(key, ensure_ascii=False) + ": " + _documented_value(text, False)
+                )
+            out.append(ToolCallPart(name, "{" + ", ".join(members) + "}"))
+    return Message("assistant", out)
+
+
+NEMOTRON = Layout(
+    separators=r"\n",
+    kept_controls=("<think>", "</think>", "<tool_call>", "</tool_call>"),
+    call_markers=("<tool_call>", "</tool_call>"),
+    arguments_in_span=False,
+)
+GLM = Layout(
+    kept_controls=("<think>", "</think>", "<tool_call>", "</tool_call>", *_GLM_TAGS),
+    call_markers=("<tool_call>", "</tool_call>"),
+    arguments_in_span=False,
+)
+CANONICAL_ORDER = strategies.assistant_messages(interleaved=False, any_spelling=True)
+GLM_MESSAGES = strategies.assistant_messages(interleaved=False, unparsed=False, any_spelling=True)
+
+
 # -- the specs -----------------------------------------------------------------------------
 
 QWEN3_MESSAGES = strategies.assistant_messages()
@@ -1014,6 +1107,30 @@ NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
+    *(
+        Spec(
+            name,
+            model,
+            (),
+            CANONICAL_ORDER,
+            nemotron_canonical,
+            NEMOTRON,
+            conversations=QWEN35_CONVERSATIONS,
+        )
+        for name, model in (
+            ("nemotron3", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"),
+            ("nemotron3_super", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B"),
+            ("nemotron3_ultra", "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B"),
+        )
+    ),
+    *(
+        Spec(name, model, options, GLM_MESSAGES, glm_canonical, GLM)
+        for name, model, options in (
+            ("glm5.2", "zai-org/GLM-5.2", ()),
+            ("glm5.3", "zai-org/GLM-5.3", ()),
+            ("glm5.3_flash", "zai-org/GLM-5.3-Flash", (("clear_thinking", True),)),
+        )
+    ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
     Spec(
         "qwen3",

@@ -72,6 +72,32 @@ def _tml(label: str) -> Oracle:
     return ids
 
 
+def _nemotron3(name: str, **options: Any) -> Oracle:
+    """The official Nemotron-3 templates (tests/test_nemotron3.py, TRL's copies)."""
+
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_nemotron3 as nemotron
+
+        config = nemotron.Config(name, nemotron.TEMPLATES[name], options)
+        return nemotron.template_ids(nemotron.official_text(config, messages, tools, gen))
+
+    return ids
+
+
+def _glm5(name: str, **options: Any) -> Oracle:
+    """tml-renderers' GLM-5 renderers (tests/test_glm5.py), with the tools' property order
+    theirs and their <|endoftext|> end replaced by the role token sampled next."""
+
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_glm5 as glm
+
+        config = next(c for c in glm.CONFIGS if c.name == name and c.options == options)
+        assert gen, "tml-renderers' supervised examples train only the last turn"
+        return tml_oracle.prompt_ids(config.oracle(), messages, glm.sorted_properties(tools))
+
+    return ids
+
+
 def _kimi_k25(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     """Moonshot's Kimi-K2.5 template (tests/test_kimi_k2_5.py), JSON tool declaration."""
     from tests import test_kimi_k2_5 as k25
@@ -97,6 +123,14 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
+    ("nemotron3", {}, _nemotron3("nemotron3")),
+    ("nemotron3", {"enable_thinking": False}, _nemotron3("nemotron3", enable_thinking=False)),
+    ("nemotron3_super", {}, _nemotron3("nemotron3_super")),
+    ("nemotron3_ultra", {}, _nemotron3("nemotron3_ultra")),
+    ("glm5.2", {}, _glm5("glm5.2")),
+    ("glm5.3", {}, _glm5("glm5.3")),
+    ("glm5.3", {"clear_thinking": True}, _glm5("glm5.3", clear_thinking=True)),
+    ("glm5.3_flash", {"clear_thinking": True}, _glm5("glm5.3_flash", clear_thinking=True)),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -109,6 +143,12 @@ MODEL_IDS = {
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
+    "nemotron3": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B",
+    "nemotron3_super": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B",
+    "nemotron3_ultra": "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B",
+    "glm5.2": "zai-org/GLM-5.2",
+    "glm5.3": "zai-org/GLM-5.3",
+    "glm5.3_flash": "zai-org/GLM-5.3-Flash",
 }
 _BUILT: dict[Any, Renderer] = {}
 
@@ -193,10 +233,17 @@ WRITES_TRAINED_REASONING = {
     ("qwen3.8", ()),
     ("deepseek_v4", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),
+    ("nemotron3", ()),
+    ("nemotron3_super", ()),
+    ("nemotron3_ultra", ()),
+    ("glm5.2", ()),
+    ("glm5.3", ()),
+    ("glm5.3", (("clear_thinking", True),)),
+    ("glm5.3_flash", (("clear_thinking", True),)),
 }
 # Formats checked on prompts only where a turn is trained: tml-renderers' supervised
 # examples train the last turn only; Kimi-K2.5 trains it as sampled (tests/test_kimi_k2_5.py).
-TML = ("qwen3.5", "qwen3.8", "deepseek_v4", "kimi_k2.5")
+TML = ("qwen3.5", "qwen3.8", "deepseek_v4", "kimi_k2.5", "glm5.2", "glm5.3", "glm5.3_flash")
 
 
 @variant_param

@@ -537,9 +537,12 @@ def test_2026_families_keep_sampled_ids_and_continue_like_the_oracle(config: Any
     next_prompt = rollout.add_messages([tool])
     assert next_prompt[: len(prompt) + len(completion)] == prompt + completion
     full = oracle([*START, answer, tool])
-    stop = r.stop_token_ids[0]
-    end = [i for i, t in enumerate(full) if t == stop][prompt.count(stop)]
+    # The call turn's stop (GLM ends a call turn with <|observation|>, an answer <|user|>).
+    call_stop = completion[-1]
+    assert call_stop in r.stop_token_ids
+    end = [i for i, t in enumerate(full) if t == call_stop][prompt.count(call_stop)]
     assert next_prompt[len(prompt) + len(completion) :] == full[end + 1 :]
+    stop = r.stop_token_ids[0]
     # Cut off inside the reasoning: the next prompt closes it, then the turn.
     cut = r.table.encode("Still thinking")
     closed = r.next_turn_prompt(prompt, cut, [{"role": "user", "content": "Go on."}], TOOLS)

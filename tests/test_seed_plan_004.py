@@ -25,7 +25,7 @@ import pytest
 
 from renderers import get_renderer
 from renderers.core.messages import Message, TextPart, ThinkingPart, ToolCallPart
-from renderers.core.parsing import sampled_text_ids
+from renderers.core.scanning import sampled_text_ids
 from tests.conftest import tokenizer_for
 
 SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "004_b666027f45410c79.txt"

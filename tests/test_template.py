@@ -792,12 +792,14 @@ def test_inspect_reports_renderer_tokens_spec_and_invariant(
     assert report["stop_tokens"] == {"<|im_end|>": 151645, "<|endoftext|>": 151643}
     assert "<think>" in report["control_tokens"]
     assert report["template"]["spec"][0] == "tool calls: json_in_tags in <tool_call>…</tool_call>"
-    assert set(report["untrained_prefix"].values()) == {"yes"}
+    outcomes = report["untrained_prefix"].values()
+    assert [set(case) for case in outcomes] == [{"reasoning", "no reasoning"}] * len(outcomes)
+    assert {outcome for case in outcomes for outcome in case.values()} == {"yes"}
     status, out, _ = cli(capsys, "inspect", "openai/gpt-oss-20b", "--json")
     assert status == 0
-    assert json.loads(out)["untrained_prefix"]["an answer after a tool result"].startswith(
-        "only without reasoning (no: messages[3]: the chat template renders"
-    )
+    after_result = json.loads(out)["untrained_prefix"]["an answer after a tool result"]
+    assert after_result["reasoning"].startswith("no: messages[3]: the chat template renders")
+    assert after_result["no reasoning"] == "yes"
     status, out, _ = cli(capsys, "inspect", str(local_model), "--color", "never")
     assert status == 0
     assert "renderer: renderer template" in out and "tool calls: json_in_tags" in out

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from renderers.core.assembly import PartFinished, PartStarted, TextDelta
 from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text import (
     KIMI,
     STYLES,

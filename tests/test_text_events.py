@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from renderers.core.assembly import PartFinished, PartStarted, TextDelta
 from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart
-from renderers.core.parsing import PartFinished, PartStarted, TextDelta
 from renderers.text.events import PartStream
 
 

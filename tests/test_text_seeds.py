@@ -29,8 +29,8 @@ from renderers.cli.think import (
     Display,
     split_and_show,
 )
+from renderers.core.assembly import TextDelta
 from renderers.core.messages import TextPart, ThinkingPart, UnparsedToolCallPart
-from renderers.core.parsing import TextDelta
 from renderers.text import (
     ContentCompleteEvent,
     ContentDeltaEvent,

@@ -338,4 +338,20 @@ CONFIGS = [
         "kimi_k2.5-tool_declaration=json-thinking=False",
         reasoning=False,
     ),
+    # GLM-5.x (tests/test_glm5.py has its own option sets; these serve the shared tests).
+    OracleConfig("glm5.2", "zai-org/GLM-5.2", {}, lambda: tml.Glm52(), "glm5.2"),
+    OracleConfig(
+        "glm5.3",
+        "zai-org/GLM-5.3",
+        {"clear_thinking": True},
+        lambda: tml.Glm53(),
+        "glm5.3-clear_thinking=True",
+    ),
+    OracleConfig(
+        "glm5.3_flash",
+        "zai-org/GLM-5.3-Flash",
+        {"clear_thinking": True},
+        lambda: tml.Glm53Flash(),
+        "glm5.3_flash-clear_thinking=True",
+    ),
 ]

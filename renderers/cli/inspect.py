@@ -3,7 +3,7 @@
 The renderer chosen for it, its control tokens and stop tokens, the parse spec the
 template renderer infers from the model's chat template (and how), and whether the
 template keeps the untrained-prefix invariant (the tokens before a trained turn are its
-generation prompt) on a few probe conversations.
+generation prompt) on a few probe conversations, each with and without reasoning.
 """
 
 from __future__ import annotations
@@ -129,15 +129,15 @@ def report(chosen: Renderer, template: TemplateRenderer | None, generic: bool) -
     return data
 
 
-def _invariant(renderer: TemplateRenderer, make: Any) -> str:
-    """Whether training on the last turn of a probe keeps the untrained-prefix invariant."""
-    outcome = _train(renderer, make(True))
-    if outcome == "yes":
-        return outcome
-    plain = _train(renderer, make(False))
-    if plain == "yes":
-        return f"only without reasoning ({outcome})"
-    return outcome
+CASES = {"reasoning": True, "no reasoning": False}
+"""The probe's assistant turns with reasoning, and without (templates write them apart:
+Qwen3.5 an empty think block, Nemotron-3 ``<think></think>``)."""
+
+
+def _invariant(renderer: TemplateRenderer, make: Any) -> dict[str, str]:
+    """Per case (the probe's turns with and without reasoning): whether training on its
+    last turn keeps the untrained-prefix invariant."""
+    return {case: _train(renderer, make(reasoning)) for case, reasoning in CASES.items()}
 
 
 def _train(renderer: TemplateRenderer, messages: list[Message]) -> str:
@@ -171,5 +171,7 @@ def _print(data: dict[str, Any], out: TextIO, style: Style) -> None:
     out.write("  how it was found:\n")
     out.write(indent("\n".join(template["notes"]), "    ") + "\n")
     out.write(style.heading("untrained prefix is the generation prompt (template)") + "\n")
-    for name, outcome in data["untrained_prefix"].items():
-        out.write(f"  {name}: {outcome}\n")
+    for name, cases in data["untrained_prefix"].items():
+        out.write(f"  {name}:\n")
+        for case, outcome in cases.items():
+            out.write(f"    {case}: {outcome}\n")

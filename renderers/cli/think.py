@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from renderers.cli.common import Style, UsageError, check_output_path
+from renderers.core.assembly import TEXT, THINKING, Event, PartFinished, PartStarted, TextDelta
 from renderers.core.messages import ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import TEXT, THINKING, Event, PartFinished, PartStarted, TextDelta
 from renderers.text import (
     STYLES,
     WHITESPACE,

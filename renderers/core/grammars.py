@@ -3,10 +3,12 @@
 - **Calls in paired tags** (:class:`TaggedParser`): text, think blocks and tool calls
   between paired control tokens, in any order. The body of a call is JSON
   ``{"name": ..., "arguments": ...}`` as Qwen3 and Hermes write it
-  (:func:`json_call_builder`), or function/parameter XML as Qwen3-Coder and Qwen3.5 write it
-  (:func:`xml_call_builder`)::
+  (:func:`json_call_builder`), function/parameter XML as Qwen3-Coder, Qwen3.5 and
+  Nemotron-3 write it (:func:`xml_call_builder`)::
 
       <tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>
+
+  or GLM's key/value tags (:func:`glm_call_builder`).
 
 - **Bare JSON calls** (:class:`BareJsonParser`): a message that is nothing but a JSON object
   ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
@@ -19,11 +21,13 @@ reads such a call as inference servers' Qwen3 parsers do instead (see
 :class:`TaggedParser`).
 
 A :class:`TagGrammar` holds the token ids and the separators a template writes around
-parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call), which the parser
-removes so a parsed message renders back to the same ids. From them it makes its table of
-moves (:func:`tag_moves`: per open region and control token, what the token does), the one
-description of the grammar that :class:`TaggedParser` runs both token by token as a
-completion streams and over whole runs of text for a one-shot parse.
+parts (Qwen3: ``<think>\\n...\\n</think>\\n\\n``, ``\\n`` before a call; Nemotron-3: ``\\n``
+after the last call, dropped only when the stop token follows), which the parser removes
+so a parsed message renders back to the same ids. From them it makes its table of moves
+(:func:`tag_moves`: per open region and control token, what the token does, and the
+regions each move opens with what they strip), the one description of the grammar that
+:class:`TaggedParser` runs both token by token as a completion streams and over whole
+runs of text for a one-shot parse.
 """
 
 from __future__ import annotations
@@ -33,19 +37,18 @@ import re
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
+from renderers.core.assembly import (
     TEXT,
     THINKING,
     TOOL_CALL,
-    BatchRuns,
-    MarkerScanner,
-    ParseResult,
-    StreamParser,
     ToolCallBuilder,
     json_object_members,
     without_prefix,
 )
+from renderers.core.engine import BatchRuns, StreamParser
+from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
+from renderers.core.result import ParseResult
+from renderers.core.scanning import MarkerScanner
 from renderers.core.tokens import TokenTable
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "TagGrammar",
     "TaggedParser",
     "bare_json_calls",
+    "glm_call_builder",
     "json_call_builder",
     "tag_moves",
     "xml_call_builder",
@@ -65,12 +69,15 @@ __all__ = [
 class Region:
     """A region a control token opens: its kind, the separator stripped from its start,
     the tail held back while it may be the separator its closing marker strips, and
-    whether it is ``explicit`` (cut off inside, it still yields an empty part)."""
+    whether it is ``explicit`` (cut off inside, it still yields an empty part).
+    ``before_stop`` is stripped from its end when the stop token ends it (the text after
+    a call: the template's ``after_calls``); a cut-off completion keeps it."""
 
     kind: str
     strip_prefix: str = ""
     holdback: str = ""
     explicit: bool = False
+    before_stop: str = ""
 
 
 OPEN = "open"
@@ -111,7 +118,7 @@ class Move:
 
 STOP = Move(OPEN)
 """A stop or end-of-sequence token in text (read by the one-shot parse): the text ends
-there, and the message."""
+there (less the open region's ``before_stop``), and the message."""
 
 Moves: TypeAlias = dict[str, dict[int, Move]]
 """A tagged grammar's table: per open region's kind, per control id, its move."""
@@ -136,13 +143,22 @@ class TagGrammar:
     build_call: ToolCallBuilder | None = None
     think_padding: str = ""
     """Written inside a think block on both sides (Qwen3: ``"\\n"``)."""
+    think_end_padding: str | None = None
+    """Written before the think block's closing marker where it is not ``think_padding``
+    (Nemotron-3 Ultra: ``""``, after ``<think>\\n``); see :attr:`closing_padding`."""
     after_think: str = ""
     """Written between a think block and the text after it (Qwen3: ``"\\n\\n"``)."""
     before_call: str = ""
     """Written before a call's opening tag after text (Qwen3: ``"\\n"``, Qwen3.5:
     ``"\\n\\n"``); after another call too, unless ``after_call`` says otherwise."""
     after_call: str = ""
-    """Written after a call's closing tag before what follows (Qwen3.5: ``"\\n"``)."""
+    """Written after each call's closing tag before whatever follows it, another call,
+    a think block or text (Qwen3.5: ``"\\n"``): stripped from the start of the text after
+    a call."""
+    after_calls: str = ""
+    """Written once after the last call, before the stop token (Nemotron-3: ``"\\n"``):
+    stripped from the end of the text after a call only when the stop token ends it (a
+    cut-off turn keeps it); held back meanwhile (see :attr:`after_call_holdback`)."""
     before_think: str = ""
     """Removed from the end of the text before a think block (Qwen3.5: ``"\\n"``, which it
     writes between a call and a think block)."""
@@ -168,12 +184,24 @@ class TagGrammar:
             plain[TEXT][t] = STOP
         object.__setattr__(self, "_plain", plain)
         text = Region(TEXT, holdback=self.before_call)
-        thinking = Region(THINKING, "", self.think_padding, explicit=True)
+        thinking = Region(THINKING, "", self.closing_padding, explicit=True)
         object.__setattr__(self, "_start", (text, thinking))
 
     def structural(self) -> tuple[int, ...]:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
         return self._structural
+
+    @property
+    def closing_padding(self) -> str:
+        """What is written before the think block's closing marker."""
+        return self.think_padding if self.think_end_padding is None else self.think_end_padding
+
+    @property
+    def after_call_holdback(self) -> str:
+        """The tail held back in text after a call: it may be the separator before the
+        next call, or what follows the last one (the longer of the two)."""
+        longer = len(self.after_calls) > len(self.before_call)
+        return self.after_calls if longer else self.before_call
 
     def moves(self, calls_end_reasoning: bool) -> Moves:
         """The grammar's table (see :func:`tag_moves`), made once."""
@@ -188,7 +216,7 @@ class TagGrammar:
         """The region a completion starts in: text, or reasoning when the prompt opened
         it (``reasoning_prefix``: padding the prompt did not write, stripped)."""
         if reasoning_prefix and opens_reasoning:
-            return Region(THINKING, reasoning_prefix, self.think_padding, explicit=True)
+            return Region(THINKING, reasoning_prefix, self.closing_padding, explicit=True)
         return self._start[opens_reasoning]
 
 
@@ -198,7 +226,8 @@ def tag_moves(g: TagGrammar, calls_end_reasoning: bool) -> Moves:
     of place is text with an issue, a call drafted in reasoning is reasoning (or ends it,
     ``calls_end_reasoning``), a token of another turn ends the message."""
     text = Region(TEXT, holdback=g.before_call)
-    thinking = Region(THINKING, g.think_padding, g.think_padding, explicit=True)
+    closing = g.closing_padding
+    thinking = Region(THINKING, g.think_padding, closing, explicit=True)
     call = Region(TOOL_CALL)
     stray_end = Move(KEEP, issue="{0} without an open think block (kept as text)")
     stray_call_end = Move(KEEP, issue="{0} without an open tool call (kept as text)")
@@ -214,19 +243,20 @@ def tag_moves(g: TagGrammar, calls_end_reasoning: bool) -> Moves:
     after_think = Region(TEXT, g.after_think, g.before_call)
     in_thinking = {
         g.think: Move(KEEP, issue=None if g.nested_think_is_reasoning else nested),
-        g.think_end: Move(OPEN, after_think, 1, g.think_padding),
+        g.think_end: Move(OPEN, after_think, 1, closing),
         g.call: (
-            Move(OPEN, call, strip_suffix=g.think_padding, ends_reasoning=True)
+            Move(OPEN, call, strip_suffix=closing, ends_reasoning=True)
             if calls_end_reasoning
             else Move(DRAFT)
         ),
         g.call_end: Move(DRAFT),
     }
+    after_call = Region(TEXT, g.after_call, g.after_call_holdback, before_stop=g.after_calls)
     in_call = {
         g.think: cut,
         g.think_end: cut if g.markers_cut_calls else stray_end,
         g.call: cut,
-        g.call_end: Move(OPEN, Region(TEXT, g.after_call, g.before_call), 1),
+        g.call_end: Move(OPEN, after_call, 1),
     }
     table = {TEXT: in_text, THINKING: in_thinking, TOOL_CALL: in_call}
     for t in g.ends_message:
@@ -272,6 +302,7 @@ class TaggedParser(StreamParser):
         self._g = grammar
         self._moves = grammar.moves(calls_end_reasoning)
         self._ended_by_call = False  # a call ended the open reasoning; its end may follow
+        self._region: Region  # the open region (set by _enter)
         self._first = first = grammar.start(opens_reasoning, reasoning_prefix)
         self._on_text = self.asm.write  # type: ignore[method-assign]
         self._enter(first, 0)
@@ -285,6 +316,7 @@ class TaggedParser(StreamParser):
         return build(segments, incomplete)
 
     def _enter(self, region: Region, start: int) -> None:
+        self._region = region
         self.asm.open(
             region.kind,
             start,
@@ -366,8 +398,9 @@ class TaggedParser(StreamParser):
             else:
                 if prefix:
                     text = without_prefix(text, prefix)
-                if move.strip_suffix:
-                    text = text.removesuffix(move.strip_suffix)
+                suffix = region.before_stop if move is STOP else move.strip_suffix
+                if suffix:
+                    text = text.removesuffix(suffix)
                 if text:
                     parts.append(TextPart(text) if kind == TEXT else ThinkingPart(text))
                     spans.append((start, end))
@@ -399,7 +432,8 @@ class TaggedParser(StreamParser):
             call_end = self._g.call_end
             close = "its end" if call_end is None else self._table.control_text(call_end)
             self._issue(pos, f"the message ended inside a tool call (no {close})")
-        asm.close(pos, incomplete=not stopped, build=self._build)
+        strip = self._region.before_stop if stopped and asm.kind == TEXT else ""
+        asm.close(pos, strip_suffix=strip, incomplete=not stopped, build=self._build)
 
 
 # -- JSON in tags ----------------------------------------------------------------------------
@@ -502,9 +536,16 @@ _PARAMETER = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>\s*", re.S
 _OPEN_FUNCTION = re.compile(r"<function=([^>\n]+)>")
 
 
-def _parameter_value(text: str) -> str:
+_PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _parameter_value(text: str, python_scalars: bool = False) -> str:
     """A parameter's JSON text: a JSON number, boolean, null, object or array as written;
-    any other text is a string (the format writes strings raw)."""
+    any other text is a string (the format writes strings raw). ``python_scalars``:
+    ``True``, ``False`` and ``None`` are the JSON constants (a template writing scalars
+    with Python's ``str``)."""
+    if python_scalars and text in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[text]
     try:
         value = json.loads(text)
     except ValueError:
@@ -512,12 +553,13 @@ def _parameter_value(text: str) -> str:
     return json.dumps(text, ensure_ascii=False) if isinstance(value, str) else text
 
 
-def xml_call_builder(close: str) -> ToolCallBuilder:
-    """Builds a call from Qwen3-Coder's and Qwen3.5's XML (``<function=NAME>`` with
-    ``<parameter=KEY>`` children). Arguments become a JSON object with default separators;
-    values that parse as JSON numbers, booleans, null, objects or arrays keep their text,
-    others are strings (the format does not say which a value was: ``"42"`` reads back as
-    the number 42)."""
+def xml_call_builder(close: str, *, python_scalars: bool = False) -> ToolCallBuilder:
+    """Builds a call from Qwen3-Coder's, Qwen3.5's and Nemotron-3's XML (``<function=NAME>``
+    with ``<parameter=KEY>`` children). Arguments become a JSON object with default
+    separators; values that parse as JSON numbers, booleans, null, objects or arrays keep
+    their text, others are strings (the format does not say which a value was: ``"42"``
+    reads back as the number 42). ``python_scalars``: ``True``/``False``/``None`` are
+    ``true``/``false``/``null`` (Nemotron-3; Qwen3.5 reads them as strings)."""
 
     def build(segments: list[str], incomplete: bool) -> Part:
         raw = segments[0]
@@ -535,13 +577,51 @@ def xml_call_builder(close: str) -> ToolCallBuilder:
             if parameter.start() != at:
                 break
             key = json.dumps(parameter.group(1), ensure_ascii=False)
-            members.append(f"{key}: {_parameter_value(parameter.group(2))}")
+            members.append(f"{key}: {_parameter_value(parameter.group(2), python_scalars)}")
             at = parameter.end()
         if body[at:].strip():
             return UnparsedToolCallPart(
                 raw, f"unexpected text in the function body: {body[at : at + 40]!r}", name=name
             )
         return ToolCallPart(function.group(1), "{" + ", ".join(members) + "}")
+
+    return build
+
+
+# -- GLM's key/value calls in tags --------------------------------------------------------------
+
+_GLM_CALL = re.compile(r"\s*([^<>\s][^<>]*?)\s*((?:<arg_key>.*)?)\Z", re.S)
+_GLM_ARGUMENT = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>\s*", re.S)
+
+
+def glm_call_builder(close: str) -> ToolCallBuilder:
+    """Builds a call from GLM's ``NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...``
+    (the tags are control tokens, read here by their spelling). Arguments become a JSON
+    object with default separators; a value that is JSON other than a string keeps its
+    text, any other value is a string (GLM writes strings raw, other values as JSON)."""
+
+    def build(segments: list[str], incomplete: bool) -> Part:
+        raw = segments[0]
+        head = _GLM_CALL.match(raw)
+        name = head.group(1) if head else None
+        if incomplete:
+            return UnparsedToolCallPart(raw, f"cut off before {close}", name=name, incomplete=True)
+        if head is None:
+            return UnparsedToolCallPart(raw, "expected NAME<arg_key>...", name=None)
+        body = head.group(2)
+        members: list[str] = []
+        at = 0
+        for argument in _GLM_ARGUMENT.finditer(body):
+            if argument.start() != at:
+                break
+            key = json.dumps(argument.group(1), ensure_ascii=False)
+            members.append(f"{key}: {_parameter_value(argument.group(2))}")
+            at = argument.end()
+        if body[at:]:
+            return UnparsedToolCallPart(
+                raw, f"unexpected text in the call: {body[at : at + 40]!r}", name=name
+            )
+        return ToolCallPart(head.group(1), "{" + ", ".join(members) + "}")
 
     return build
 

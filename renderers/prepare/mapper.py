@@ -402,73 +402,77 @@ class ConversationMapper:
     # -- columns ------------------------------------------------------------------------
 
     def table(self, source_ids: list[Any], built: list[RowResult]) -> pa.Table:
-        """The columns of rows made by :meth:`row`: one row per example (an error row has
-        no tokens), each with the id of the row it comes from."""
-        config = self.config
-        empty = _Row(_NO_IDS, _NO_WEIGHTS, _NO_INDICES if config.attribution else None, 0)
-        row_ids: list[Any] = []
-        example_index: list[int] = []
-        rows: list[_Row] = []
-        errors: list[RowError | None] = []
-        for row_id, (error, examples) in zip(source_ids, built, strict=True):
-            for k, example in enumerate(examples or (empty,)):
-                row_ids.append(row_id)
-                example_index.append(k)
-                rows.append(example)
-                errors.append(error)
-        lengths = np.fromiter((len(r.tokens) for r in rows), dtype=np.int64, count=len(rows))
-        offsets = np.zeros(len(rows) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        tokens = np.concatenate([r.tokens for r in rows]) if rows else _NO_IDS
-        weights = np.concatenate([r.weights for r in rows]) if rows else _NO_WEIGHTS
-        trained = weights > 0
-        labels = np.where(trained, tokens, IGNORE_INDEX).astype(np.int32)
-        mask = trained.astype(np.int8)
-        pa_offsets = pa.array(offsets, pa.int32())
+        """The columns of rows made by :meth:`row` (see :func:`examples_table`)."""
+        return examples_table(self.config, source_ids, built)
 
-        def lists(values: np.ndarray) -> Any:
-            return pa.ListArray.from_arrays(pa_offsets, pa.array(values))
 
-        trained_before = np.concatenate([[0], np.cumsum(trained, dtype=np.int64)])
-        counts = trained_before[offsets[1:]] - trained_before[offsets[:-1]]
-        columns: dict[str, Any] = {
-            "row_id": pa.array(row_ids)
-            if any(r is not None for r in row_ids)
-            else pa.nulls(len(row_ids), pa.int64()),
-        }
-        if config.split_turns == "auto":
-            columns["example_index"] = pa.array(example_index, pa.int32())
-        columns.update(
-            {"input_ids": lists(tokens), "labels": lists(labels), "loss_mask": lists(mask)}
-        )
+def examples_table(
+    config: PrepareConfig, source_ids: list[Any], built: list[RowResult]
+) -> pa.Table:
+    """The columns of rows made by :meth:`ConversationMapper.row`: one row per example
+    (an error row has no tokens), each with the id of the row it comes from."""
+    empty = _Row(_NO_IDS, _NO_WEIGHTS, _NO_INDICES if config.attribution else None, 0)
+    row_ids: list[Any] = []
+    example_index: list[int] = []
+    rows: list[_Row] = []
+    errors: list[RowError | None] = []
+    for row_id, (error, examples) in zip(source_ids, built, strict=True):
+        for k, example in enumerate(examples or (empty,)):
+            row_ids.append(row_id)
+            example_index.append(k)
+            rows.append(example)
+            errors.append(error)
+    lengths = np.fromiter((len(r.tokens) for r in rows), dtype=np.int64, count=len(rows))
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.concatenate([r.tokens for r in rows]) if rows else _NO_IDS
+    weights = np.concatenate([r.weights for r in rows]) if rows else _NO_WEIGHTS
+    trained = weights > 0
+    labels = np.where(trained, tokens, IGNORE_INDEX).astype(np.int32)
+    mask = trained.astype(np.int8)
+    pa_offsets = pa.array(offsets, pa.int32())
+
+    def lists(values: np.ndarray) -> Any:
+        return pa.ListArray.from_arrays(pa_offsets, pa.array(values))
+
+    trained_before = np.concatenate([[0], np.cumsum(trained, dtype=np.int64)])
+    counts = trained_before[offsets[1:]] - trained_before[offsets[:-1]]
+    columns: dict[str, Any] = {
+        "row_id": pa.array(row_ids)
+        if any(r is not None for r in row_ids)
+        else pa.nulls(len(row_ids), pa.int64()),
+    }
+    if config.split_turns == "auto":
+        columns["example_index"] = pa.array(example_index, pa.int32())
+    columns.update({"input_ids": lists(tokens), "labels": lists(labels), "loss_mask": lists(mask)})
+    if config.weights:
+        columns["weights"] = lists(weights.astype(np.float32))
+    if config.assistant_masks:
+        columns["assistant_masks"] = lists(mask)
+    if config.shifted:
+        target_ids, target_mask = shifted_targets(tokens, mask, offsets)
+        columns["target_ids"] = lists(target_ids)
+        columns["target_mask"] = lists(target_mask)
         if config.weights:
-            columns["weights"] = lists(weights.astype(np.float32))
-        if config.assistant_masks:
-            columns["assistant_masks"] = lists(mask)
-        if config.shifted:
-            target_ids, target_mask = shifted_targets(tokens, mask, offsets)
-            columns["target_ids"] = lists(target_ids)
-            columns["target_mask"] = lists(target_mask)
-            if config.weights:
-                target_weights, _ = shifted_targets(weights, mask, offsets, fill=0.0)
-                columns["target_weights"] = lists(target_weights.astype(np.float32))
-        if config.attribution:
-            columns["message_indices"] = lists(
-                np.concatenate([r.indices for r in rows if r.indices is not None])
-                if rows
-                else _NO_INDICES
-            )
-        columns["num_tokens"] = pa.array(lengths.astype(np.int32))
-        columns["num_trained_tokens"] = pa.array(counts.astype(np.int32))
-        if config.max_length is not None and config.overflow == "truncate":
-            columns["untruncated_num_tokens"] = pa.array(
-                np.fromiter((r.full_length for r in rows), dtype=np.int32, count=len(rows))
-            )
-        columns["error"] = pa.array([None if e is None else e.reason for e in errors], pa.string())
-        columns["error_message_index"] = pa.array(
-            [None if e is None else e.message_index for e in errors], pa.int32()
+            target_weights, _ = shifted_targets(weights, mask, offsets, fill=0.0)
+            columns["target_weights"] = lists(target_weights.astype(np.float32))
+    if config.attribution:
+        columns["message_indices"] = lists(
+            np.concatenate([r.indices for r in rows if r.indices is not None])
+            if rows
+            else _NO_INDICES
         )
-        return pa.table(columns)
+    columns["num_tokens"] = pa.array(lengths.astype(np.int32))
+    columns["num_trained_tokens"] = pa.array(counts.astype(np.int32))
+    if config.max_length is not None and config.overflow == "truncate":
+        columns["untruncated_num_tokens"] = pa.array(
+            np.fromiter((r.full_length for r in rows), dtype=np.int32, count=len(rows))
+        )
+    columns["error"] = pa.array([None if e is None else e.reason for e in errors], pa.string())
+    columns["error_message_index"] = pa.array(
+        [None if e is None else e.message_index for e in errors], pa.int32()
+    )
+    return pa.table(columns)
 
 
 _DROPPED = "dropped"

@@ -179,12 +179,21 @@ def template_variables(source: str) -> frozenset[str]:
     """The variables a caller can give the template (``messages``, ``tools``,
     ``add_generation_prompt``, its keyword options...): those it reads before setting
     them, except names it only sets itself (a name it also tests with ``is defined`` is an
-    option with a default)."""
+    option with a default; a macro testing its own parameter, Qwen3.5's ``content is
+    undefined``, is not)."""
     tree = _environment().parse(source)
     stored = {n.name for n in tree.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
+    own = {
+        id(t)
+        for macro in tree.find_all(jinja2.nodes.Macro)
+        for t in macro.find_all(jinja2.nodes.Test)
+        if isinstance(t.node, jinja2.nodes.Name) and t.node.name in {a.name for a in macro.args}
+    }
     tested = {
         t.node.name
         for t in tree.find_all(jinja2.nodes.Test)
-        if t.name in ("defined", "undefined") and isinstance(t.node, jinja2.nodes.Name)
+        if t.name in ("defined", "undefined")
+        and isinstance(t.node, jinja2.nodes.Name)
+        and id(t) not in own
     }
     return frozenset(meta.find_undeclared_variables(tree)) - (stored - tested)

@@ -7,10 +7,20 @@ its own normalisation (transformers 5.24's ``_normalize_chat_messages`` and
 tool calls as ``{"id", "type": "function", "function": {"name", "arguments"}}`` with the
 arguments as :class:`~renderers.template.environment.Arguments`, ``name`` and
 ``tool_call_id`` when set. List content is its text parts joined, as the specialised
-renderers render it. A tool-calling assistant message without text has no ``content``
-(transformers 5.23 and later drop ``None``; 5.0 to 5.22 pass it), or ``content: None``
-for templates that need it
-(``none_content``: the DeepSeek templates test ``content is none``).
+renderers render it.
+
+A tool-calling assistant message without text (``content: None``, ``""`` or absent: the
+library's rule for degenerate input reads ``None`` as empty text) has no ``content``:
+what ``apply_chat_template`` passes from transformers 5.23 on, which drops every key
+whose value is ``None`` (5.23 in ``apply_chat_template`` itself,
+``tokenization_utils_base.py`` and ``processing_utils.py``; 5.24 in
+``_normalize_chat_messages``, ``utils/chat_template_utils.py``). Transformers 5.0 to
+5.22 pass ``content: None`` to the template as given: TRL's official GLM-4-MoE template
+then writes the literal ``None``, and Qwen3-VL's and gpt-oss's raise ``TypeError``; the
+other official templates (Qwen2.5 to Qwen3.8, Nemotron-3) render ``None``, ``""`` and no
+content alike, and every one of them renders no content as it renders ``""``
+(``tests/test_template_official.py``). Templates that need ``content: None`` get it
+(``none_content``: the DeepSeek templates test ``content is none`` and fail without it).
 """
 
 from __future__ import annotations

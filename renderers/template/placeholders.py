@@ -333,6 +333,26 @@ class Rendering:
                 w.text(p.value, message, message >= 0)
         return w
 
+    def after(self, table: TokenTable, offset: int) -> Rendering | None:
+        """The rendering of the text from character ``offset`` on, to tokenize apart from
+        what precedes it (a turn's text after its generation prompt); ``None`` when a
+        control token spans ``offset``."""
+        pieces: list[Piece] = []
+        at = 0
+        for p in self.pieces:
+            spelled = table.id_to_bytes[p.value].decode() if isinstance(p.value, int) else p.value
+            end = at + len(spelled)
+            if at >= offset:
+                pieces.append(p)
+            elif end > offset:
+                if isinstance(p.value, int):
+                    return None
+                pieces.append(Piece(p.value[offset - at :], p.field, p.protected))
+            at = end
+        return Rendering(
+            tuple(pieces), self.fields, self.text[offset:], (), self.seen, self.protected
+        )
+
     def written(self, message: int) -> frozenset[str]:
         """The paths of the fields of ``message`` the output holds whole: both their
         attribution markers are there (a template that cut a field, ``split`` for example,

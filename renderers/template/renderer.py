@@ -14,8 +14,14 @@ reports those places.
 (:mod:`~renderers.template.weights`): a trained turn is what follows its generation prompt
 through its stop token; the untrained prefix is the generation prompt, or building the
 example is a ``ValueError`` naming the turn, and so is a trained last turn whose text or
-calls the template drops. A trained turn whose reasoning the template does not write
-follows the ``reasoning`` option of every renderer (refused, or dropped with ``"drop"``).
+calls the template drops. Where the template's text of the turn goes on from the prompt's
+text but not token by token, the turn is what the model samples after that prompt, as the
+specialised renderers train it: Qwen3.5's prompt ends ``<think>⏎`` and an empty think
+block's ``⏎⏎`` would swallow that newline; Nemotron-3's prompt opens ``<think>⏎`` where a
+turn without reasoning is written ``<think></think>``
+(:class:`~renderers.template.training.TemplateTurns`).
+A trained turn whose reasoning the template does not write follows the ``reasoning``
+option of every renderer (refused, or dropped with ``"drop"``).
 
 **Parsing** follows a :class:`~renderers.template.spec.FormatSpec`, inferred from the
 template and the vocabulary unless given, run by the existing parsers
@@ -37,39 +43,29 @@ from typing import Any
 
 import numpy as np
 
+from harmony.parts import closing_ids, prefill_ids, write_prefill
+from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
 from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
-from renderers.core.options import DraftedCalls, Reasoning, reasoning_error
-from renderers.core.parsing import ParseResult, StreamParser
-from renderers.core.tools import deep_sort
+from renderers.core.options import DraftedCalls, Reasoning
+from renderers.core.result import ParseResult
+from renderers.core.tokens import token_table
 from renderers.core.writer import TokenWriter
-from renderers.gpt_oss import GptOssRenderer
 from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
 from renderers.supervised_example import SupervisedExample
+from renderers.template.chat_template import ChatTemplate
 from renderers.template.environment import (
-    TemplateError,
     compile_template,
-    template_variables,
 )
-from renderers.template.inputs import template_messages, template_value
 from renderers.template.parsers import SpecParsing
 from renderers.template.placeholders import (
-    MarkerClash,
-    Marks,
-    Rendering,
     TemplateDifference,
-    marker_base,
-    private_use,
-    read_rendering,
 )
-from renderers.template.spec import PROBE_CALL_ONLY, PROBE_TOOL, PROBE_USER, FormatSpec, infer_spec
+from renderers.template.spec import PROBE_USER, FormatSpec, infer_spec
+from renderers.template.training import TemplateTurns
 from renderers.template.weights import (
-    Owners,
-    check_written,
     common_prefix,
-    owners_of,
-    turn_span,
 )
 
 __all__ = ["TemplateOptions", "TemplateRenderer"]
@@ -143,23 +139,23 @@ class TemplateRenderer(Renderer):
                 "chat_template.jinja nor tokenizer_config.json's chat_template); pass "
                 "chat_template=..."
             )
-        self._templates = templates
         self._custom_template = chat_template
         for text in templates.values():
             compile_template(text)  # a syntax error is the caller's to know now
-        self._variables = frozenset().union(*map(template_variables, templates.values()))
-        self._template_characters = frozenset(private_use("".join(templates.values())))
-        self.sort_tool_keys = sort_tool_keys
         special = getattr(tokenizer, "special_tokens_map", None) or {}
-        self._special = {k: v for k, v in special.items() if isinstance(v, (str, list))}
+        self._chat = ChatTemplate(  # before the options, which are the template's variables
+            templates,
+            token_table(tokenizer),
+            {k: v for k, v in special.items() if isinstance(v, (str, list))},
+            sort_tool_keys,
+        )
         super().__init__(tokenizer, **options)
-        self._none_content = self._needs_none_content()
         self._given_spec = spec
         if spec is None:
-            eos = [e for e in (self._special.get("eos_token"),) if isinstance(e, str)]
+            eos = [e for e in (self._chat.special.get("eos_token"),) if isinstance(e, str)]
             eos += _generation_config_eos(self.model_id, self.table.control_text)
             inferred, notes = infer_spec(
-                self._probe, self.table, "\n".join(templates.values()), eos
+                self._chat.probe, self.table, "\n".join(templates.values()), eos
             )
             self.spec: FormatSpec | None = inferred
             self.spec_origin = "inferred from the template and the vocabulary"
@@ -168,9 +164,7 @@ class TemplateRenderer(Renderer):
             self.spec = spec
             self.spec_origin = "given"
             self.spec_notes = ()
-        self._parsing = (
-            SpecParsing(self.spec, tokenizer, self.table) if self.spec is not None else None
-        )
+        self._parsing = SpecParsing(self.spec, self.table) if self.spec is not None else None
         self._openings: dict[str, tuple[bool, str]] = {}
 
     def __repr__(self) -> str:
@@ -184,7 +178,7 @@ class TemplateRenderer(Renderer):
                 source or self.tokenizer,
                 self._custom_template,
                 self._given_spec,
-                self.sort_tool_keys,
+                self._chat.sort_tool_keys,
                 self.options,
             ),
         )
@@ -193,7 +187,9 @@ class TemplateRenderer(Renderer):
     def option_names(self) -> tuple[str, ...]:
         """The template's variables a caller can set as options (``enable_thinking``...):
         what it reads, besides the conversation and the tokenizer's special tokens."""
-        return tuple(sorted((self._variables - _RESERVED - set(self._special)) | _LIBRARY_OPTIONS))
+        return tuple(
+            sorted((self._chat.variables - _RESERVED - set(self._chat.special)) | _LIBRARY_OPTIONS)
+        )
 
     def changed_options(self) -> dict[str, Any]:
         changed = dict(self.options.kwargs)
@@ -262,7 +258,7 @@ class TemplateRenderer(Renderer):
         the prompt as the template writes it, so it starts the reasoning exactly when that
         prompt opens it; a Harmony template's prefill is gpt-oss's)."""
         chosen = self._with_options(self.options, options)
-        rendering = self._rendering(coerce_messages(messages), tools, chosen.kwargs, True)
+        rendering = self._chat.rendering(_given_messages(messages), tools, chosen.kwargs, True)
         writer = rendering.writer(self.table)
         prefill = checked_prefill(prefill)
         if prefill:
@@ -280,11 +276,11 @@ class TemplateRenderer(Renderer):
         """Where this rendering's ids differ from tokenizing the raw template's output
         (``apply_chat_template(tokenize=True)``): empty when they are equal."""
         kwargs = self._with_options(self.options, options).kwargs
-        msgs = coerce_messages(messages)
-        rendering = self._rendering(msgs, tools, kwargs, add_generation_prompt)
+        msgs = _given_messages(messages)
+        rendering = self._chat.rendering(msgs, tools, kwargs, add_generation_prompt)
         found = rendering.differences
         if rendering.protected:
-            raw = self._raw_text(msgs, tools, kwargs, add_generation_prompt)
+            raw = self._chat.raw_text(msgs, tools, kwargs, add_generation_prompt)
             if raw != rendering.text:
                 why = _first_difference(raw, rendering.text)
                 found += (TemplateDifference(None, why, "template logic"),)
@@ -308,13 +304,7 @@ class TemplateRenderer(Renderer):
         chosen = self._with_options(self.options, options)
         selected = selected_messages(msgs, train_on, self.roles)
         if selected is None:  # train_on="all"
-            kwargs = chosen.kwargs
-            msgs, rendering, owners = self._without_lost_reasoning(
-                msgs, range(len(msgs)), tools, chosen
-            )
-            if msgs and msgs[-1].role == "assistant":
-                self._check_written(msgs, len(msgs) - 1, tools, kwargs, rendering, owners)
-            ids = rendering.writer(self.table).ids()
+            msgs, ids = self._turns(chosen).whole(msgs, tools, chosen.kwargs)
             return SupervisedExample(
                 np.asarray(ids, dtype=np.int64),
                 np.ones(len(ids), np.float32),
@@ -363,7 +353,7 @@ class TemplateRenderer(Renderer):
                 "the template renderer does not support train_end_of_turn=False or "
                 "attribution=True (a specialised renderer does)"
             )
-        msgs = coerce_messages(messages)
+        msgs = _given_messages(messages)
         if any(m.weight is not None for m in msgs):
             raise ValueError(
                 "the template renderer does not support per-message weights (weight, train "
@@ -398,33 +388,7 @@ class TemplateRenderer(Renderer):
         tools: Sequence[Mapping[str, Any]] | None,
         options: Mapping[str, Any],
     ) -> list[int]:
-        return self._ids(msgs, tools, self._with_options(self.options, options).kwargs, False)
-
-    def _without_lost_reasoning(
-        self,
-        msgs: list[Message],
-        trained: Iterable[int],
-        tools: Sequence[Mapping[str, Any]] | None,
-        chosen: TemplateOptions,
-    ) -> tuple[list[Message], Rendering, Owners | None]:
-        """The conversation's attributed rendering once the reasoning the template does
-        not write for the ``trained`` turns is refused, or dropped (``reasoning="drop"``)."""
-        kwargs = chosen.kwargs
-        rendering, owners = self._attributed(msgs, tools, kwargs, False)
-        lost = self._reasoning_lost(msgs, trained, tools, kwargs, rendering, owners)
-        if lost:
-            if chosen.reasoning == "error":
-                raise reasoning_error(
-                    "the chat template", lost[0], "the template drops it from this turn"
-                )
-            msgs = [
-                Message(m.role, [p for p in m.parts if type(p) is not ThinkingPart], m.name)
-                if i in lost
-                else m
-                for i, m in enumerate(msgs)
-            ]
-            rendering, owners = self._attributed(msgs, tools, kwargs, False)
-        return msgs, rendering, owners
+        return self._chat.ids(msgs, tools, self._with_options(self.options, options).kwargs, False)
 
     def _turns_example(
         self,
@@ -437,232 +401,18 @@ class TemplateRenderer(Renderer):
         prompt through its stop token."""
         if not trained:
             raise ValueError("train_on: no message is trained")
-        kwargs = chosen.kwargs
-        msgs, rendering, owners = self._without_lost_reasoning(msgs, trained, tools, chosen)
-        tokens = np.asarray(rendering.writer(self.table).ids(), dtype=np.int64)
-        ids = tokens.tolist()
-        weights = np.zeros(len(ids), dtype=np.float32)
-        last = trained[-1]
-        for t in trained:
-            start, end = self._turn_span(msgs, t, tools, kwargs, ids, owners, strict=t == last)
-            weights[start:end] = 1.0
-        if last == len(msgs) - 1:
-            self._check_written(msgs, last, tools, kwargs, rendering, owners)
+        msgs, tokens, weights = self._turns(chosen).example(msgs, tools, trained, chosen.kwargs)
         return SupervisedExample(
-            tokens,
-            weights,
-            self.name,
-            self.table,
-            turns=tuple(trained),
-            num_messages=len(msgs),
+            tokens, weights, self.name, self.table, turns=tuple(trained), num_messages=len(msgs)
         )
 
-    # -- the template ---------------------------------------------------------------------
-
-    def _template(self, tools: Sequence[Mapping[str, Any]] | None) -> str:
-        """The template ``apply_chat_template`` would use (named templates: ``tool_use``
-        when there are tools, else ``default``)."""
-        templates = self._templates
-        if len(templates) == 1:
-            return next(iter(templates.values()))
-        if tools and "tool_use" in templates:
-            return templates["tool_use"]
-        return templates.get("default") or next(iter(templates.values()))
-
-    def _text(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        add_generation_prompt: bool,
-        marks: Marks,
-        *,
-        none_content: bool | None = None,
-    ) -> str:
-        """The template's output for the conversation (with ``marks``' placeholders)."""
-        if tools is not None:
-            if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-                raise ValueError("tools: expected a list of tool definitions (dicts)")
-            for i, tool in enumerate(tools):
-                if not isinstance(tool, Mapping):
-                    raise ValueError(f"tools[{i}]: expected a dict, got {type(tool).__name__}")
-            if self.sort_tool_keys:
-                tools = deep_sort(tools)
-        empty = none_content if none_content is not None else self._none_content
-        inputs = template_messages(messages, marks, none_content=empty)
-        variables: dict[str, Any] = dict(self._special)
-        variables.update((k, template_value(v, marks, k)) for k, v in kwargs)
-        try:
-            return compile_template(self._template(tools)).render(
-                messages=inputs,
-                tools=template_value(list(tools), marks, "tools") if tools is not None else None,
-                documents=None,
-                add_generation_prompt=add_generation_prompt,
-                **variables,
-            )
-        except (TemplateError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
-            raise ValueError(f"the chat template failed: {type(exc).__name__}: {exc}") from None
-
-    def _rendering(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        add_generation_prompt: bool,
-        *,
-        attribute: bool = False,
-    ) -> Rendering:
-        """The template's output read back through placeholders (``attribute``: with
-        attribution markers), in a marker range no caller text holds."""
-        avoid = set(self._template_characters)
-        while True:
-            marks = Marks(self.table, attribute=attribute, base=marker_base(avoid))
-            try:
-                output = self._text(messages, tools, kwargs, add_generation_prompt, marks)
-            except MarkerClash as clash:
-                avoid |= clash.characters
-                continue
-            return read_rendering(self.table, output, marks)
-
-    def _raw_text(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        add_generation_prompt: bool,
-    ) -> str:
-        """The template's output without placeholders (what transformers renders)."""
-        marks = Marks(self.table, raw=True)
-        return self._text(messages, tools, kwargs, add_generation_prompt, marks)
-
-    def _ids(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        add_generation_prompt: bool,
-    ) -> list[int]:
-        rendering = self._rendering(messages, tools, kwargs, add_generation_prompt)
-        return rendering.writer(self.table).ids()
-
-    def _probe(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        add_generation_prompt: bool,
-    ) -> Rendering:
-        """An attributed rendering with the default options (for spec inference)."""
-        return self._rendering(messages, tools, (), add_generation_prompt, attribute=True)
-
-    def _needs_none_content(self) -> bool:
-        """Whether a tool-calling message without text must have ``content: None`` rather
-        than no ``content`` (the DeepSeek templates test ``content is none``; transformers
-        5.23 and later drop ``None`` and they fail)."""
-        probe = [PROBE_USER, PROBE_CALL_ONLY]
-        marks = Marks(self.table, raw=True)
-        try:
-            self._text(probe, [PROBE_TOOL], (), False, marks, none_content=False)
-        except ValueError:
-            try:
-                self._text(probe, [PROBE_TOOL], (), False, marks, none_content=True)
-            except ValueError:
-                return False
-            return True
-        return False
-
-    # -- supervised weights ---------------------------------------------------------------
-
-    def _attributed(
-        self,
-        messages: list[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        add_generation_prompt: bool,
-    ) -> tuple[Rendering, Owners | None]:
-        """The conversation's rendering and which message each token holds text of; no
-        owners when the attribution markers change what the template renders."""
-        gen = add_generation_prompt
-        attributed = self._rendering(messages, tools, kwargs, gen, attribute=True)
-        # The attribution markers must not change what the template renders: compare with
-        # the rendering without them (the unmarked one when nothing needed protection).
-        if attributed.protected:
-            plain = self._rendering(messages, tools, kwargs, gen)
-            if attributed.text != plain.text:
-                return plain, None
-        elif attributed.text != self._raw_text(messages, tools, kwargs, gen):
-            return self._rendering(messages, tools, kwargs, gen), None
-        owners = owners_of(attributed, self.table, len(messages))
-        return attributed, owners
-
-    def _turn_span(
-        self,
-        messages: list[Message],
-        t: int,
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        ids: list[int],
-        owners: Owners | None,
-        *,
-        strict: bool,
-    ) -> tuple[int, int]:
-        """The tokens the model samples for turn ``t`` (:func:`weights.turn_span`)."""
-
-        def render(part: list[Message], gen: bool) -> list[int]:
-            return self._ids(part, tools, kwargs, gen)
-
+    def _turns(self, chosen: TemplateOptions) -> TemplateTurns:
         stops = frozenset(self.stop_token_ids)
-        return turn_span(render, self.table, stops, messages, t, ids, owners, strict=strict)
+        return TemplateTurns(self._chat, stops, self._opens_reasoning, chosen.reasoning)
 
-    def _reasoning_lost(
-        self,
-        messages: list[Message],
-        trained: Iterable[int],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        rendering: Rendering,
-        owners: Owners | None,
-    ) -> list[int]:
-        """The trained assistant turns whose reasoning the template does not write (the
-        ``reasoning`` rule refuses or drops it). Without attribution (or for reasoning of
-        whitespace only), a turn's reasoning is lost when a probe reasoning there renders
-        the same text as none."""
-        lost = []
-        for t in trained:
-            m = messages[t]
-            # Newlines only: no reasoning (templates strip them from reasoning they write).
-            if m.role != "assistant" or not (m.thinking and m.thinking.strip("\n")):
-                continue
-            if owners is not None and m.thinking.strip():
-                if "reasoning_content" in rendering.written(t):
-                    continue
-            else:  # whitespace-only text is not attributed: probe whether the turn's
-                # reasoning is written at all (the template may strip what it writes)
-                rest = [p for p in m.parts if type(p) is not ThinkingPart]
-                plain = Message(m.role, rest, m.name)
-                probe = Message(m.role, [ThinkingPart("x"), *rest], m.name)
-                before, after = messages[:t], messages[t + 1 :]
-                if self._raw_text([*before, probe, *after], tools, kwargs, False) != (
-                    self._raw_text([*before, plain, *after], tools, kwargs, False)
-                ):
-                    continue
-            lost.append(t)
-        return lost
-
-    def _check_written(
-        self,
-        messages: list[Message],
-        t: int,
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: tuple[tuple[str, Any], ...],
-        rendering: Rendering,
-        owners: Owners | None,
-    ) -> None:
-        """The trained last turn keeps its content (:func:`weights.check_written`)."""
-
-        def raw(part: list[Message]) -> str:
-            return self._raw_text(part, tools, kwargs, False)
-
-        check_written(messages, t, rendering if owners is not None else None, raw)
+    def _opens_reasoning(self, prompt: list[int]) -> bool:
+        """Whether the generation prompt ends inside the reasoning it opens."""
+        return self._parsing is not None and self._reasoning_start(prompt)[0]
 
     # -- parsing --------------------------------------------------------------------------
 
@@ -691,7 +441,7 @@ class TemplateRenderer(Renderer):
         key = repr(options.kwargs)  # values may be lists (unhashable)
         cached = self._openings.get(key)
         if cached is None:
-            prompt = self._ids([PROBE_USER], None, options.kwargs, True)
+            prompt = self._chat.ids([PROBE_USER], None, options.kwargs, True)
             cached = self._openings[key] = self._reasoning_start(prompt)
         return cached
 
@@ -724,16 +474,16 @@ class TemplateRenderer(Renderer):
         return parser.finish()
 
     def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
-        delegate = self._parsing.delegate if self._parsing is not None else None
-        if isinstance(delegate, GptOssRenderer):  # after the prompt's <|start|>assistant
-            delegate._write_prefill(w, prefill, delegate.options)
+        harmony = self._parsing.harmony if self._parsing is not None else None
+        if harmony is not None:  # after the prompt's <|start|>assistant: the reasoning
+            write_prefill(w, harmony, prefill, "analysis")
         else:
             w.text(prefill)
 
     def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
-        delegate = self._parsing.delegate if self._parsing is not None else None
-        if isinstance(delegate, GptOssRenderer):
-            return delegate._prefill_ids(prefill, delegate.options)
+        harmony = self._parsing.harmony if self._parsing is not None else None
+        if harmony is not None:
+            return prefill_ids(self.table, harmony, prefill, "analysis")
         return self.table.encode(prefill)
 
     # -- multi-turn rollouts ----------------------------------------------------------------
@@ -749,8 +499,10 @@ class TemplateRenderer(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        if self._parsing is not None and self._parsing.delegate is not None:
-            return self._parsing.delegate._close_turn(result, completion_ids)
+        if self._parsing is not None and self._parsing.harmony is not None:
+            return closing_ids(self._parsing.harmony, result)
+        if self._parsing is not None and self._parsing.sections is not None:
+            return self._parsing.sections._close_turn(result, completion_ids)
         if result.stop_token_id is not None:
             return 0, []
         closing: list[int] = []
@@ -774,16 +526,41 @@ class TemplateRenderer(Renderer):
         chosen = self._with_options(self.options, options)
         kwargs = chosen.kwargs
         messages = [*history, *new_messages]
-        rendering, owners = self._attributed(messages, tools, kwargs, True)
+        rendering, owners = self._chat.attributed(messages, tools, kwargs, True)
         ids = rendering.writer(self.table).ids()
         t = len(history) - 1
-        _, end = self._turn_span(messages, t, tools, kwargs, ids, owners, strict=False)
+        _, end = self._turns(chosen).turn_span(
+            messages, t, tools, kwargs, ids, owners, strict=False
+        )
         if not prefill:
             return ids[end:]
         # The prefill joins the prompt's last text, as build_generation_prompt writes it.
         full = self.build_generation_prompt(messages, tools, prefill=prefill, **options)
         assert full[:end] == ids[:end], "a prefill changed the ids before the prompt"
         return full[end:]
+
+
+def _given_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+    """The messages as :func:`coerce_messages` reads them, except that an empty reasoning
+    string of an assistant message (``reasoning_content: ""``, or ``thinking: ""``) stays
+    an empty thinking part:
+    transformers passes it to the template, which may write it (gpt-oss's writes an empty
+    analysis message, where it writes none for absent reasoning)."""
+    given = list(messages)
+    out = coerce_messages(given)
+    for i, raw in enumerate(given):
+        if (
+            not isinstance(raw, Mapping)
+            or out[i].role != "assistant"
+            or out[i].thinking is not None
+        ):
+            continue
+        reasoning = raw.get("reasoning_content", raw.get("thinking"))
+        if reasoning == "" and isinstance(reasoning, str):
+            m = out[i]
+            parts = [ThinkingPart(""), *m.parts]
+            out[i] = Message(m.role, parts, m.name, m.tool_call_id, m.weight)
+    return out
 
 
 def _templates(value: Any) -> dict[str, str]:

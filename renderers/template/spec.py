@@ -75,8 +75,18 @@ class FormatSpec:
     """Tokens that begin another turn: sampled before a stop token, they end the message
     as malformed."""
     think_padding: str = ""
+    think_end_padding: str | None = None
+    """What is written before the closing think marker where it is not ``think_padding``
+    (Nemotron-3 Ultra writes ``<think>\\n{reasoning}</think>``)."""
     after_think: str = ""
     before_call: str = ""
+    after_calls: str = ""
+    """What is written after the last call, before the end of the turn (Nemotron-3:
+    ``\\n``)."""
+    python_scalars: bool = False
+    """XML call parameters spell ``true``/``false``/``null`` as Python prints them
+    (``True``/``False``/``None``: Qwen3.5's and Nemotron-3's templates apply ``|string`` to
+    scalars); they parse back as those JSON values."""
 
     def __post_init__(self) -> None:
         if self.tool_calls is not None and self.tool_calls not in get_args(ToolCallSyntax):
@@ -119,12 +129,20 @@ class FormatSpec:
             lines.append("a new turn ends the message: " + ", ".join(self.ends_message))
         separators = {
             "think_padding": self.think_padding,
+            "think_end_padding": self.think_end_padding,
             "after_think": self.after_think,
             "before_call": self.before_call,
+            "after_calls": self.after_calls,
         }
-        shown = ", ".join(f"{k}={v!r}" for k, v in separators.items() if v)
+        shown = ", ".join(
+            f"{k}={v!r}"
+            for k, v in separators.items()
+            if v or (v == "" and k.endswith("end_padding"))
+        )
         if shown:
             lines.append("separators: " + shown)
+        if self.python_scalars:
+            lines.append("parameters: True, False, None are JSON true, false, null")
         return lines
 
 
@@ -231,13 +249,24 @@ def infer_spec(
         if after is not None:
             eot = spell(after[0])
             notes.append(f"end of turn: {eot} (the control token after a rendered answer)")
+    next_turns: tuple[str, ...] = ()
     if eot is None:
-        notes.append("end of turn: not found (no control token follows a rendered answer)")
-        return None, tuple(notes)
+        next_turns = _next_turn_tokens(render, table)
+        if not next_turns:
+            notes.append("end of turn: not found (no control token follows a rendered answer)")
+            return None, tuple(notes)
+        eot = next_turns[0]
+        notes.append(
+            "end of turn: "
+            + ", ".join(next_turns)
+            + " (no control token follows a rendered answer: the control token that begins "
+            "the next turn, after an answer and after a call)"
+        )
 
     # Reasoning: the control tokens around a rendered reasoning.
     think: tuple[str, str] | None = None
     think_padding = after_think = ""
+    think_end_padding: str | None = None
     for p in (answer, with_call):
         span = p.span("reasoning_content") if p is not None else None
         if p is None or span is None:
@@ -249,6 +278,7 @@ def infer_spec(
             break
         think = (spell(before[0]) or "", spell(after[0]) or "")
         think_padding = before[1]
+        think_end_padding = None if after[1] == before[1] else after[1]
         content = p.span("content")
         if content is not None:
             gap = p.text_between(span[1] + 1, content[0] - 1)
@@ -264,9 +294,10 @@ def infer_spec(
     # Tool calls.
     tool_calls: ToolCallSyntax | None = None
     call_tags: tuple[str, str] | None = None
-    before_call = ""
+    before_call = after_calls = ""
+    python_scalars = False
     eos_names = [e for e in dict.fromkeys(eos) if e in control and e != eot]
-    stop: tuple[str, ...] = (eot,)
+    stop: tuple[str, ...] = (eot, *next_turns[1:])
     if all(t in control for t in _HARMONY) and "<|channel|>" in source:
         tool_calls = "harmony"
         stop = ("<|return|>", "<|call|>")
@@ -297,6 +328,15 @@ def infer_spec(
                 continue
             tool_calls, call_tags, before_call, note = found
             notes.append(note)
+            assert call_tags is not None or tool_calls == "bare_json"
+            if call_tags is not None:
+                after_calls = _after_calls(call_only or p, table, call_tags[1], eot)
+                if after_calls:
+                    notes.append(f"after the last call: {after_calls!r} (from a rendered call)")
+            if tool_calls == "xml_in_tags":
+                python_scalars = _python_scalars(render)
+                if python_scalars:
+                    notes.append("parameters: a true argument is written True (Python's str)")
             break
         else:
             notes.append(
@@ -306,7 +346,8 @@ def infer_spec(
     if tool_calls not in (*TAGGED, "bare_json", None):
         # The specialised parsers of these formats know their own separators and turns.
         ends_message = ()
-        think_padding = after_think = before_call = ""
+        think_padding = after_think = before_call = after_calls = ""
+        think_end_padding = None
     spec = FormatSpec(
         tool_calls=tool_calls,
         call_tags=call_tags,
@@ -315,10 +356,65 @@ def infer_spec(
         eos=tuple(e for e in dict.fromkeys(eos_names) if e not in stop),
         ends_message=ends_message,
         think_padding=think_padding,
+        think_end_padding=think_end_padding,
         after_think=after_think,
         before_call=before_call,
+        after_calls=after_calls,
+        python_scalars=python_scalars,
     )
     return spec, tuple(notes)
+
+
+def _after_calls(p: _Probe, table: TokenTable, close: str, eot: str) -> str:
+    """The whitespace a rendered call turn has between its last call's closing tag and the
+    end of the turn (``""`` when something else is there)."""
+    close_id, eot_id = table.control_tokens.get(close), table.control_tokens.get(eot)
+    arguments = p.span(_ARGUMENTS)
+    if arguments is None:
+        return ""
+    k = next(
+        (j for j in range(arguments[1] + 1, len(p.pieces)) if p.pieces[j].value == close_id),
+        None,
+    )
+    found = p.control_near(k, 1, blank=True) if k is not None else None
+    return found[1] if found is not None and found[0] == eot_id else ""
+
+
+def _python_scalars(render: Render) -> bool:
+    """Whether the template writes a ``true`` argument as ``True`` (Python's ``str``)."""
+    call = ToolCallPart(_CALL.name, '{"probe_arg": true}')
+    try:
+        rendering = render([PROBE_USER, Message("assistant", [call])], [PROBE_TOOL], False)
+    except ValueError:
+        return False
+    return ">\nTrue\n<" in rendering.text or ">True<" in rendering.text
+
+
+def _next_turn_tokens(render: Render, table: TokenTable) -> tuple[str, ...]:
+    """For a template that writes no end of turn (GLM: the next turn's header ends it),
+    the first control token the template adds after an answer when a user message follows,
+    and after a call when its result follows (one the turn alone does not end with): what
+    sampling stops at."""
+    result = Message("tool", "Probe result.", tool_call_id="call_0")
+    found: list[str] = []
+    for turn, last_field, follower, tools in (
+        ([PROBE_USER, _ANSWER], "content", Message("user", "Probe follow-up?"), None),
+        ([PROBE_USER, PROBE_CALL_ONLY], _ARGUMENTS, result, [PROBE_TOOL]),
+    ):
+        try:
+            alone = _Probe(render(turn, tools, False), len(turn) - 1, table)
+            followed = _Probe(render([*turn, follower], tools, False), len(turn) - 1, table)
+        except ValueError:
+            continue
+        ends = [alone.span(last_field), followed.span(last_field)]
+        if ends[0] is None or ends[1] is None:
+            continue
+        own = {p.value for p in alone.pieces[ends[0][1] + 1 :] if type(p.value) is int}
+        added = [p.value for p in followed.pieces[ends[1][1] + 1 :] if type(p.value) is int]
+        first = next((t for t in added if t not in own), None)
+        if first is not None and (name := table.control_text(first)) and name not in found:
+            found.append(name)
+    return tuple(found)
 
 
 def _generation_header(render: Render, table: TokenTable) -> list[int]:

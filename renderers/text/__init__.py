@@ -45,8 +45,8 @@ the two agree for every way of splitting the text):
   identical.
 
 Streaming (:class:`ReasoningSplitter`): ``feed(chunk)`` returns the events the chunk made
-(:class:`~renderers.core.parsing.PartStarted`, :class:`~renderers.core.parsing.TextDelta`,
-:class:`~renderers.core.parsing.PartFinished` with the final part). Text is emitted as
+(:class:`~renderers.core.assembly.PartStarted`, :class:`~renderers.core.assembly.TextDelta`,
+:class:`~renderers.core.assembly.PartFinished` with the final part). Text is emitted as
 soon as it cannot change: held back are a possible tag prefix (at most one tag's length),
 an undecided ``<thinking …`` tag, and whitespace at the end of the reasoning, or of the
 content in ``"tidy"`` mode, until the next character decides it. Work is linear in the

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from renderers.core.parsing import ParseIssue
+from renderers.core.result import ParseIssue
 from renderers.text.entities import EntityStream, decode_entities
 from renderers.text.styles import TagStyle
 from renderers.text.whitespace import WS

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from renderers.core.assembly import THINKING, TOOL_CALL, Event, PartFinished, PartStarted, TextDelta
 from renderers.core.messages import TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import (
-    THINKING,
-    TOOL_CALL,
-    Event,
-    PartFinished,
-    PartStarted,
-    TextDelta,
-)
 
 __all__ = ["PartStream", "ReasoningPart"]
 
@@ -22,8 +15,8 @@ ReasoningPart: TypeAlias = ThinkingPart | TextPart | ToolCallPart | UnparsedTool
 
 class PartStream:
     """Builds ordered text and thinking parts from deltas, recording
-    :class:`~renderers.core.parsing.PartStarted`, :class:`~renderers.core.parsing.TextDelta`
-    and :class:`~renderers.core.parsing.PartFinished` events.
+    :class:`~renderers.core.assembly.PartStarted`, :class:`~renderers.core.assembly.TextDelta`
+    and :class:`~renderers.core.assembly.PartFinished` events.
 
     Writing text of another kind finishes the open part and starts a new one.
     """

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from renderers.core.assembly import TEXT, THINKING, Event
 from renderers.core.grammars import json_call_builder
 from renderers.core.messages import ThinkingPart, ToolCallPart, UnparsedToolCallPart
-from renderers.core.parsing import TEXT, THINKING, Event, ParseIssue
+from renderers.core.result import ParseIssue
 from renderers.text.attribute_tag import BODY, CLOSED, CUT_OFF, NEED_MORE, AttributeTag
 from renderers.text.events import PartStream, ReasoningPart
 from renderers.text.styles import TOOL_CALL_TAG, StyleSpec, TagStyle, resolve_style

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeAlias
 
+from renderers.core.assembly import TEXT, PartFinished, PartStarted, TextDelta
 from renderers.core.messages import ThinkingPart
-from renderers.core.parsing import TEXT, ParseIssue, PartFinished, PartStarted, TextDelta
+from renderers.core.result import ParseIssue
 from renderers.text.events import ReasoningPart
 from renderers.text.splitter import ReasoningSplitter
 from renderers.text.styles import StyleSpec

@@ -6,7 +6,7 @@
 >>> completion_view(renderer.parse_response(ids), ids, renderer)   # a notebook shows it
 
 A view needs the ids, their weights and the format (anything with the renderer's
-``table`` and ``message_markers``): a :class:`~renderers.core.parsing.ParseResult` holds
+``table`` and ``message_markers``): a :class:`~renderers.core.result.ParseResult` holds
 neither its ids nor a tokenizer, so its view is built from the result, the completion ids
 and the renderer. :class:`~renderers.supervised_example.SupervisedExample` keeps its table and
 markers, so ``example.to_html()`` and its notebook display need nothing more.
@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from renderers.core.parsing import ParseResult
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 from renderers.view.html import html_page, notebook_html
 from renderers.view.model import (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart
-from renderers.core.parsing import ParseResult
+from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 
 __all__ = [
