@@ -179,8 +179,8 @@ class DeepSeekV3Options:
     """True: reasoning is written R1-style, as text (parsed R1-style completions render
     back). False: it is not written, as the template does."""
     reasoning: Reasoning = "error"
-    """Reasoning of a trained turn without ``render_thinking``: ``"error"`` raises
-    ``ValueError``, ``"drop"`` leaves it out (untrained turns: dropped)."""
+    """What to do with reasoning of a trained turn without ``render_thinking``: ``"error"``
+    raises ``ValueError``, ``"drop"`` leaves it out (untrained turns: dropped)."""
 
 
 class DeepSeekRenderer(Renderer):

@@ -84,8 +84,9 @@ class DeepSeekV31Options:
     """With ``thinking=True``: the last message, an assistant turn right after a user
     message, keeps its reasoning as the model samples it (the template drops it)."""
     reasoning: Reasoning = "error"
-    """Reasoning of a trained turn the format cannot write (every turn but the one
-    ``keep_thinking`` keeps): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
+    """What to do with reasoning of a trained turn the format cannot write (every turn but
+    the one ``keep_thinking`` keeps): ``"error"`` raises ``ValueError``, ``"drop"`` leaves
+    it out (untrained turns: dropped, as the template does)."""
 
 
 class DeepSeekV31Renderer(DeepSeekRenderer):
