@@ -34,6 +34,7 @@ FAMILIES: tuple[str, ...] = (
     "renderers.kimi_k2",
     "renderers.kimi_k2_5",
     "renderers.gpt_oss",
+    "renderers.llama3",
 )
 """The modules of the model families; each defines one or more renderer classes."""
 
@@ -119,7 +120,8 @@ def get_renderer(
         lowered = key.lower()
         model_id = next((m for m in cls.model_ids if m.lower() == lowered), cls.default_model)
         if not generic:
-            return cls(tokenizer if tokenizer is not None else load_tokenizer(model_id), **options)
+            source = cls.tokenizer_source or model_id
+            return cls(tokenizer if tokenizer is not None else load_tokenizer(source), **options)
     if tokenizer is None:
         try:
             tokenizer = load_tokenizer(model_id)

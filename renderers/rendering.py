@@ -27,6 +27,7 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.options import options_from_text, with_options
+from renderers.core.packaged_tokenizers import packaged_tokenizer
 from renderers.core.parsing import ParseResult, StreamParser, sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import normalize_tools
@@ -95,13 +96,20 @@ class Renderer:
     """Hub model ids this renderer answers to in :func:`renderers.get_renderer` (the
     default model first)."""
 
+    tokenizer_source: ClassVar[str | None] = None
+    """Where the tokenizer loads from when none is given, if not from the hub model id: a
+    ``"module:Class"`` of a tokenizer the publisher ships in a Python package (Llama's in
+    ``llama-models``, Mistral's in ``mistral-common``; see
+    :mod:`renderers.core.packaged_tokenizers`)."""
+
     message_markers: ClassVar[MessageMarkers] = MessageMarkers()
     """The control tokens that begin the format's messages: token views draw message
     boundaries from them, on any ids of the format (see :mod:`renderers.view`)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
-            tokenizer = load_tokenizer(self.default_model)
+            tokenizer = load_tokenizer(self.tokenizer_source or self.default_model)
+        tokenizer = packaged_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.table: TokenTable = token_table(tokenizer)
         self.options = self._with_options(self.Options(), options)

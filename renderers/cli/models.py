@@ -41,6 +41,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if k:
             out.write("\n")
         out.write(f"{cls.name}: {', '.join(cls.model_ids)}\n")
+        out.write(f"  tokenizer: {cls.tokenizer_source or cls.default_model}\n")
         out.write(options_help(cls) + "\n")
     return 0
 

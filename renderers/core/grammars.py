@@ -60,7 +60,9 @@ class TagGrammar:
     tool calls between paired control tokens (``None``: the format has no such part).
 
     ``ends_message`` are tokens that begin another turn: sampled before a stop token, they
-    end the message as malformed. ``build_call`` turns a call's raw body into a part.
+    end the message as malformed. ``build_call`` turns a call's raw body into a part; a
+    grammar with ``call`` and no ``call_end`` reads a call up to the stop token (Llama 3's
+    ``<|python_tag|>`` ... ``<|eom_id|>``).
     """
 
     stop: tuple[int, ...]
@@ -290,8 +292,10 @@ class TaggedParser(StreamParser):
         asm = self.asm
         if stopped and asm.kind == THINKING:
             self._issue(pos, "the message ended inside an open think block")
-        elif stopped and asm.kind == TOOL_CALL:
-            close = self._name(self._g.call_end) if self._g.call_end is not None else "its end"
+        elif stopped and asm.kind == TOOL_CALL and self._g.call_end is not None:
+            # (A grammar without ``call_end`` ends a call at the stop token: Llama's
+            # ``<|python_tag|>`` call, which ``<|eom_id|>`` ends.)
+            close = self._name(self._g.call_end)
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         asm.close(pos, incomplete=not stopped, build=self._build)
 
