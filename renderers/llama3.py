@@ -111,8 +111,9 @@ class Llama3Options:
     """True (template default): tools are declared in the first user message; False: in
     the system turn."""
     reasoning: Reasoning = "error"
-    """Reasoning of a trained turn (the format has no place for it): ``"error"`` raises
-    ``ValueError``, ``"drop"`` leaves it out."""
+    """What to do with reasoning of a trained turn (the format has no place for it):
+    ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of untrained
+    turns is dropped, as the template drops it."""
 
 
 class Llama3Renderer(Renderer):

@@ -57,6 +57,8 @@ TML_TOKENIZERS = {
     "Qwen/Qwen3.8-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
     "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
     "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
+    # Shipped by the publisher's own package (the families extra), not the hub.
+    "meta-llama/Llama-3.1-8B-Instruct": "renderers.core.packaged_tokenizers:Llama3Tokenizer",
 }
 
 

@@ -38,11 +38,16 @@ TRAINABLE = [c for c in PARITY if "text_and_calls" not in c.tags]
 BOS = "<|begin_of_text|>"
 
 
-@pytest.fixture(scope="module")
-def meta_tokenizer() -> Any:
+def meta_tokenizer_instance() -> Any:
+    """Meta's tokenizer object (``llama_models.llama3.tokenizer.Tokenizer``), shared."""
     from llama_models.llama3.tokenizer import Tokenizer
 
     return Tokenizer.get_instance()
+
+
+@pytest.fixture(scope="module")
+def meta_tokenizer() -> Any:
+    return meta_tokenizer_instance()
 
 
 @pytest.fixture(scope="module")

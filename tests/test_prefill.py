@@ -139,6 +139,13 @@ def _renderer(
     return get_renderer(target, tokenizer, generic=generic, **dict(options))
 
 
+def _meta_llama3() -> Any:
+    """Meta's Llama 3 tokenizer (llama-models), which encodes control-token spellings."""
+    from llama_models.llama3.tokenizer import Tokenizer
+
+    return Tokenizer.get_instance()
+
+
 def _hf(model_id: str) -> Callable[[str], list[int]]:
     return lambda text: list(tokenizer_for(model_id).encode(text, add_special_tokens=False))
 
@@ -155,6 +162,7 @@ Q3, Q35, Q38 = "Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.8-27B"
 V3, V31, V4 = "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V4-Pro"
 K2, K2T, K25 = "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5"
 GPT_OSS = "openai/gpt-oss-20b"
+L3 = "meta-llama/Llama-3.1-8B-Instruct"
 BOS = (("bos_token", "<｜begin▁of▁sentence｜>"),)
 EMPTY_THINK_QWEN = "<think>\n\n</think>\n\n"
 
@@ -297,6 +305,17 @@ MODES = [
         "content",
         lambda: chat_template_file(GPT_OSS).read_text("utf-8"),
         _hf(GPT_OSS),
+    ),
+    Mode(
+        "llama3",
+        "llama3",
+        L3,
+        (),
+        TextPart,
+        "content",
+        lambda: trl_template("llama3_1"),
+        lambda text: _meta_llama3().encode(text, bos=False, eos=False, allowed_special="all"),
+        (("bos_token", "<|begin_of_text|>"),),
     ),
     Mode(
         "template-qwen3",

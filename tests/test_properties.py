@@ -137,6 +137,8 @@ class Spec:
     termination: Callable[[Message], Termination] = lambda m: Termination.STOP
     prompt_prefix: Callable[[Renderer, Conversation, list[int], list[int]], bool] | None = None
     trained_reasoning: TrainedReasoning | None = None
+    text_with_calls: bool = True
+    """The format writes text beside a tool call (Llama 3: a call turn is the call alone)."""
 
     def renderer(self) -> Renderer:
         return _renderer(self.name, self.model_id, self.options)
@@ -1010,10 +1012,47 @@ def _query_last(conversation: list[dict[str, Any]]) -> bool:
 
 QWEN3_MESSAGES = strategies.assistant_messages()
 QWEN35_MESSAGES = strategies.assistant_messages(any_spelling=True)
+# -- Llama 3 ---------------------------------------------------------------------------------
+
+
+def llama3_canonical(m: Message) -> Message | None:
+    """What Llama 3 gives back: one tool call (arguments as ``tojson`` writes them), or its
+    text trimmed (the template trims). Text that is itself JSON-looking (``{``/``[`` first)
+    may read as bare calls: not expressible."""
+    calls = [p for p in m.parts if _is_call(p)]
+    if calls:
+        (call,) = calls
+        assert type(call) is ToolCallPart
+        arguments = json.dumps(json.loads(call.arguments), ensure_ascii=False)
+        return Message("assistant", [ToolCallPart(call.name, arguments)])
+    text = m.text.strip()
+    if text[:1] in ("{", "["):
+        return None
+    return Message("assistant", [TextPart(text)] if text else [])
+
+
+LLAMA3_MESSAGES = st.one_of(
+    strategies.text_parts().map(lambda p: Message("assistant", [p])),
+    strategies.tool_call_parts().map(lambda p: Message("assistant", [p])),
+)
+LLAMA3 = Layout(separators=r"\s")
+LLAMA3_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False)
+
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
+    Spec(
+        "llama3",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        (),
+        LLAMA3_MESSAGES,
+        llama3_canonical,
+        LLAMA3,
+        thinking=False,
+        conversations=LLAMA3_CONVERSATIONS,
+        text_with_calls=False,
+    ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
     Spec(
         "qwen3",
@@ -1287,7 +1326,8 @@ def test_text_split_at_every_character_renders_as_the_joined_text(spec: Spec, te
     """After reasoning, with a call after it or not: text with newlines and spaces at its
     edges and inside, one character per part, renders as the same text in one part."""
     r = spec.renderer()
-    for tail in ([], [ToolCallPart("f", '{"a": 1}', id="functions.f:0")]):
+    call = ToolCallPart("f", '{"a": 1}', id="functions.f:0")
+    for tail in ([], [call]) if spec.text_with_calls else ([],):
         thinking = [ThinkingPart("x")] if spec.thinking else []
         split = [*thinking, *(TextPart(c) for c in text), *tail]
         joined = [*thinking, TextPart(text), *tail]

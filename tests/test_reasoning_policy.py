@@ -79,6 +79,13 @@ def _kimi_k25(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return k25.official_ids(k25.official_text(k25.K25[0], messages, tools, gen))
 
 
+def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """Llama 3.1's template (tests/test_llama3.py) with the llama-models tokenizer."""
+    from tests import test_llama3
+
+    return test_llama3.template_ids(test_llama3.meta_tokenizer_instance(), messages, tools, gen)
+
+
 # Every renderer, with each option set that changes what happens to reasoning, and the
 # official rendering of the same conversation.
 VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
@@ -97,6 +104,7 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
+    ("llama3", {}, _llama3),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -109,6 +117,7 @@ MODEL_IDS = {
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
+    "llama3": "meta-llama/Llama-3.1-8B-Instruct",
 }
 _BUILT: dict[Any, Renderer] = {}
 

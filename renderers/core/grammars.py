@@ -449,19 +449,25 @@ def xml_call_builder(close: str) -> ToolCallBuilder:
 def bare_json_calls(text: str) -> list[Part] | None:
     """The tool calls ``text`` is, when it is nothing but a JSON call object
     ``{"name": ..., "arguments"|"parameters": {...}}`` or a JSON list of them; else ``None``."""
+    calls = _bare_json_calls(text)
+    return None if calls is None else [call for call, _ in calls]
+
+
+def _bare_json_calls(text: str) -> list[tuple[Part, str]] | None:
+    """:func:`bare_json_calls` with each call's JSON text as sampled."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return None
     if stripped[0] == "{":
         call = _json_call(stripped, ("arguments", "parameters"))
-        return [call] if type(call) is ToolCallPart else None
+        return [(call, stripped)] if type(call) is ToolCallPart else None
     try:
         items = json.loads(stripped)
     except ValueError:
         return None
     if not isinstance(items, list) or not items:
         return None
-    calls: list[Part] = []
+    calls: list[tuple[Part, str]] = []
     decoder = json.JSONDecoder()
     at = 1
     for _ in items:  # re-read each element's text so arguments stay as written
@@ -471,7 +477,7 @@ def bare_json_calls(text: str) -> list[Part] | None:
         call = _json_call(stripped[at:end], ("arguments", "parameters"))
         if type(call) is not ToolCallPart:
             return None
-        calls.append(call)
+        calls.append((call, stripped[at:end]))
         at = end
     return calls
 
@@ -531,14 +537,14 @@ class BareJsonParser(TaggedParser):
         """The open text region ends at ``pos``: its held text is the calls it spells, or
         text."""
         held, self._held, json_like, self._json = self._held, "", self._json, None
-        calls = bare_json_calls(held) if json_like and stopped else None
+        calls = _bare_json_calls(held) if json_like and stopped else None
         if calls is None:
             self._write(held)
             return
         asm = self.asm
         asm.close(pos)
-        for call in calls:
-            asm.add(call, self._region_start, pos)
+        for call, raw in calls:
+            asm.add(call, self._region_start, pos, raw)
         asm.open(TEXT, pos)
 
     def _on_token(self, token_id: int, pos: int) -> None:
