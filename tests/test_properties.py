@@ -1919,7 +1919,8 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     out = []
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
-        parts.append(TextPart(f"answer {k} " * k + "日本語"))
+        if spec.text_with_calls or k % 3:
+            parts.append(TextPart(f"answer {k} " * k + "日本語"))
         if k % 3 == 0:  # with the id the Kimi formats write (the others ignore it)
             arguments = json.dumps({"k": k, "q": "é"})
             parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))

@@ -337,9 +337,10 @@ _CALL_TAIL = re.compile(r"[ \t\n\r]*\}[ \t\n\r]*\Z")
 _VALUE = json.JSONDecoder().raw_decode
 
 
-def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
-    """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
-    are the raw JSON text of ARGS as sampled."""
+def _json_call(raw: str, keys: tuple[str, ...], with_id: bool = False) -> Part:
+    """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``; ``with_id``: and an optional
+    ``"id": ID`` member, Mistral's) -> a tool call whose arguments are the raw JSON text of
+    ARGS as sampled."""
     head = _CALL_HEAD.match(raw)
     if head is not None and head.group(2) in keys:
         at = head.end()
@@ -349,7 +350,7 @@ def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
             return _invalid_json_call(raw, exc)
         if _CALL_TAIL.match(raw, end):
             return ToolCallPart(head.group(1), raw[at:end])
-    return _scanned_json_call(raw, keys)
+    return _scanned_json_call(raw, keys, with_id)
 
 
 def _invalid_json_call(raw: str, exc: ValueError) -> Part:
@@ -358,7 +359,7 @@ def _invalid_json_call(raw: str, exc: ValueError) -> Part:
     )
 
 
-def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
+def _scanned_json_call(raw: str, keys: tuple[str, ...], with_id: bool = False) -> Part:
     """:func:`_json_call` by the general member scanner (any spelling, and the errors)."""
     try:
         members = json_object_members(raw)
@@ -367,6 +368,9 @@ def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
     names = [k for k, _, _ in members]
     fields = {k: (v, text) for k, v, text in members}
     key = next((k for k in keys if k in fields), keys[0])
+    call_id = fields.get("id", (None, ""))[0] if with_id else None
+    if call_id is not None and isinstance(call_id, str):
+        names = [k for k in names if k != "id"]
     if sorted(names) != sorted(["name", key]):
         expected = " or ".join(f'{{"name": ..., "{k}": ...}}' for k in keys)
         return UnparsedToolCallPart(
@@ -375,7 +379,7 @@ def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
     name = fields["name"][0]
     if not isinstance(name, str):
         return UnparsedToolCallPart(raw, "the tool-call name is not a string")
-    return ToolCallPart(name, fields[key][1])
+    return ToolCallPart(name, fields[key][1], id=call_id)
 
 
 def json_call_builder(close: str) -> ToolCallBuilder:
@@ -453,13 +457,14 @@ def bare_json_calls(text: str) -> list[Part] | None:
     return None if calls is None else [call for call, _ in calls]
 
 
-def _bare_json_calls(text: str) -> list[tuple[Part, str]] | None:
-    """:func:`bare_json_calls` with each call's JSON text as sampled."""
+def _bare_json_calls(text: str, with_id: bool = False) -> list[tuple[Part, str]] | None:
+    """:func:`bare_json_calls` with each call's JSON text as sampled (``with_id``: calls may
+    hold an ``"id"``)."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return None
     if stripped[0] == "{":
-        call = _json_call(stripped, ("arguments", "parameters"))
+        call = _json_call(stripped, ("arguments", "parameters"), with_id)
         return [(call, stripped)] if type(call) is ToolCallPart else None
     try:
         items = json.loads(stripped)
@@ -474,7 +479,7 @@ def _bare_json_calls(text: str) -> list[tuple[Part, str]] | None:
         while stripped[at] in " \t\r\n,":
             at += 1
         _, end = decoder.raw_decode(stripped, at)
-        call = _json_call(stripped[at:end], ("arguments", "parameters"))
+        call = _json_call(stripped[at:end], ("arguments", "parameters"), with_id)
         if type(call) is not ToolCallPart:
             return None
         calls.append((call, stripped[at:end]))
@@ -488,6 +493,11 @@ class BareJsonParser(TaggedParser):
     A text region whose first non-whitespace character is ``{`` or ``[`` is held back until
     it ends: then it is the calls it spells or, if it spells none (or was cut off), text.
     Other text streams as it comes. Think blocks work as in :class:`TaggedParser`.
+
+    ``calls_after_call_token`` (Mistral's ``[TOOL_CALLS][{"name": ..., "arguments": ...,
+    "id": ...}]``): the grammar's call token opens such a region whatever it holds (calls
+    may carry an ``"id"``), and a body that spells no calls is an unparsed call;
+    ``text_calls=False``: text regions are only ever text.
     """
 
     def __init__(
@@ -499,6 +509,8 @@ class BareJsonParser(TaggedParser):
         opens_reasoning: bool = False,
         reasoning_prefix: str = "",
         calls_end_reasoning: bool = False,
+        calls_after_call_token: bool = False,
+        text_calls: bool = True,
     ) -> None:
         super().__init__(
             grammar,
@@ -511,7 +523,10 @@ class BareJsonParser(TaggedParser):
         self._write = self.asm.write
         self._on_text = self._text  # type: ignore[method-assign]
         self._held = ""  # the open text region's text while it may be a JSON call
-        self._json: bool | None = None  # undecided until a non-whitespace character
+        self._undecided: bool | None = None if text_calls else False
+        self._json = self._undecided  # None: undecided until a non-whitespace character
+        self._forced = False  # the region follows the call token (calls_after_call_token)
+        self._after_call = calls_after_call_token
         self._region_start = 0
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
@@ -536,12 +551,16 @@ class BareJsonParser(TaggedParser):
     def _settle(self, pos: int, stopped: bool) -> None:
         """The open text region ends at ``pos``: its held text is the calls it spells, or
         text."""
-        held, self._held, json_like, self._json = self._held, "", self._json, None
-        calls = _bare_json_calls(held) if json_like and stopped else None
-        if calls is None:
+        held, self._held, json_like, self._json = self._held, "", self._json, self._undecided
+        forced, self._forced = self._forced, False
+        calls = _bare_json_calls(held, forced) if json_like and stopped else None
+        asm = self.asm
+        if calls is None and forced:
+            error = "expected a JSON list of calls" if stopped else "cut off before the stop token"
+            calls = [(UnparsedToolCallPart(held, error, incomplete=not stopped), held)]
+        elif calls is None:
             self._write(held)
             return
-        asm = self.asm
         asm.close(pos)
         for call, raw in calls:
             asm.add(call, self._region_start, pos, raw)
@@ -550,6 +569,11 @@ class BareJsonParser(TaggedParser):
     def _on_token(self, token_id: int, pos: int) -> None:
         if self.asm.kind == TEXT:
             self._settle(pos, True)
+        if self._after_call and token_id == self._g.call and self.asm.kind == TEXT:
+            self.asm.close(pos)
+            self.asm.open(TEXT, pos + 1)
+            self._forced, self._json, self._region_start = True, True, pos
+            return
         super()._on_token(token_id, pos)
         if self.asm.kind == TEXT:
             self._region_start = pos + 1
