@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "renderers.kimi_k2_5",
     "renderers.gpt_oss",
     "renderers.llama3",
+    "renderers.mistral",
 )
 """The modules of the model families; each defines one or more renderer classes."""
 
