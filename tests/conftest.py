@@ -59,6 +59,7 @@ TML_TOKENIZERS = {
     "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
     # Shipped by the publisher's own package (the families extra), not the hub.
     "meta-llama/Llama-3.1-8B-Instruct": "renderers.core.packaged_tokenizers:Llama3Tokenizer",
+    "mistralai/Mistral-Nemo-Instruct-2407": "renderers.core.packaged_tokenizers:TekkenTokenizer",
 }
 
 

@@ -41,16 +41,24 @@ UNWRITABLE = {"empty_assistant", "tool_call_with_text", "tool_call_after_blank_t
 PARITY = [c for c in CORPUS if c.id not in {*ORACLE_REFUSES, *UNWRITABLE, *DIFFERS}]
 
 
+def _tekken_file() -> str:
+    import mistral_common
+
+    return str(Path(mistral_common.__file__).parent / "data" / "tekken_240718.json")
+
+
+TEKKEN = _tekken_file()
+"""The Tekken file ``MistralTokenizer.v3(is_tekken=True)`` loads."""
+
+
 @pytest.fixture(scope="module")
 def encoders() -> dict[str, Any]:
-    import mistral_common.tokens.tokenizers.mistral as module
     from mistral_common.protocol.instruct.validator import ValidationMode
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-    data = Path(module.__file__).parents[2] / "data" / "tekken_240718.json"
     return {
         "test": MistralTokenizer.v3(is_tekken=True),
-        "finetuning": MistralTokenizer.from_file(str(data), mode=ValidationMode.finetuning),
+        "finetuning": MistralTokenizer.from_file(TEKKEN, mode=ValidationMode.finetuning),
     }
 
 
@@ -80,9 +88,12 @@ def with_valid_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def encoded(encoder: Any, messages: list[dict[str, Any]], tools: Any) -> list[int]:
+def encoded(
+    encoder: Any, messages: list[dict[str, Any]], tools: Any, validate: bool = True
+) -> list[int]:
     """mistral-common's ids of an OpenAI-shaped conversation (reasoning left out: v3 has
-    none; arguments as JSON text, the request's type)."""
+    none; arguments as JSON text, the request's type); ``validate=False``: without its
+    request validator (which wants 9-character call ids), normalizer and encoder only."""
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
 
     messages = copy.deepcopy(messages)
@@ -94,6 +105,12 @@ def encoded(encoder: Any, messages: list[dict[str, Any]], tools: Any) -> list[in
             if not isinstance(call["function"]["arguments"], str):
                 call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
     request = ChatCompletionRequest.model_validate({"messages": messages, "tools": tools})
+    if not validate:
+        from mistral_common.protocol.instruct.normalize import InstructRequestNormalizer
+
+        instruct = InstructRequestNormalizer.normalizer().from_chat_completion_request(request)
+        unvalidated: list[int] = encoder.instruct_tokenizer.encode_instruct(instruct).tokens
+        return unvalidated
     ids: list[int] = encoder.encode_chat_completion(request).tokens
     return ids
 

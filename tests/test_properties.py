@@ -1038,10 +1038,64 @@ LLAMA3_MESSAGES = st.one_of(
 LLAMA3 = Layout(separators=r"\s")
 LLAMA3_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False)
 
+# -- Mistral v3 -------------------------------------------------------------------------------
+
+
+def mistral_canonical(m: Message) -> Message | None:
+    """What Mistral gives back: its calls (arguments as ``json.dumps`` writes them, ids
+    kept) or its text without trailing spaces; a message with neither is not writable."""
+    calls = [p for p in m.parts if _is_call(p)]
+    if calls:
+        return Message(
+            "assistant",
+            [
+                ToolCallPart(p.name, json.dumps(json.loads(p.arguments), ensure_ascii=False), p.id)
+                for p in calls
+                if type(p) is ToolCallPart
+            ],
+        )
+    text = m.text.rstrip(" ")
+    return Message("assistant", [TextPart(text)]) if text else None
+
+
+MISTRAL_MESSAGES = st.one_of(
+    strategies.text_parts()
+    .filter(lambda p: p.text.rstrip(" "))
+    .map(lambda p: Message("assistant", [p])),
+    st.lists(strategies.tool_call_parts(with_ids=True), min_size=1, max_size=3).map(
+        lambda calls: Message("assistant", calls)
+    ),
+)
+MISTRAL = Layout(separators=r" ")
+
+
+def _mistral_writable(conversation: list[dict[str, Any]]) -> bool:
+    """Assistant turns with text (the encoder refuses empty ones), none consecutive."""
+    roles = [m["role"] for m in conversation if m["role"] != "system"]
+    return all(
+        m["content"].rstrip(" ") for m in conversation if m["role"] == "assistant"
+    ) and not any(a == b == "assistant" for a, b in itertools.pairwise(roles))
+
+
+MISTRAL_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False).filter(
+    _mistral_writable
+)
+
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
 SPECS = [
+    Spec(
+        "mistral",
+        "mistralai/Mistral-Nemo-Instruct-2407",
+        (),
+        MISTRAL_MESSAGES,
+        mistral_canonical,
+        MISTRAL,
+        thinking=False,
+        conversations=MISTRAL_CONVERSATIONS,
+        text_with_calls=False,
+    ),
     Spec(
         "llama3",
         "meta-llama/Llama-3.1-8B-Instruct",

@@ -86,6 +86,16 @@ def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return test_llama3.template_ids(test_llama3.meta_tokenizer_instance(), messages, tools, gen)
 
 
+def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """mistral-common's encoder (tests/test_mistral.py), without its request validator
+    (these conversations' call ids are not its 9 characters)."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    from tests import test_mistral
+
+    return test_mistral.encoded(MistralTokenizer.v3(is_tekken=True), messages, tools, False)
+
+
 # Every renderer, with each option set that changes what happens to reasoning, and the
 # official rendering of the same conversation.
 VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
@@ -105,6 +115,7 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
     ("llama3", {}, _llama3),
+    ("mistral", {}, _mistral),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -118,6 +129,7 @@ MODEL_IDS = {
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
     "llama3": "meta-llama/Llama-3.1-8B-Instruct",
+    "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
 }
 _BUILT: dict[Any, Renderer] = {}
 

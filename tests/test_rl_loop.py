@@ -382,8 +382,8 @@ def run_readme_loop_within(r: Any, limit: str, budget: int) -> tuple[Any, Replay
     namespace: dict[str, Any] = {}
     exec(compile(setup, "README.md", "exec"), namespace)
     start = namespace["messages"]
-    # Llama 3 writes a call turn as the call alone (its template drops the text).
-    called = {**CALL, "content": ""} if r.name == "llama3" else CALL
+    # Llama 3 and Mistral write a call turn as the calls alone.
+    called = {**CALL, "content": ""} if r.name in ("llama3", "mistral") else CALL
     call = with_stop(r, sampled(r, start, called))
     answer = with_stop(r, sampled(r, [*start, called, TOOL_RESULT], ANSWER))
     sampler = ReplaySampler([call, answer])
