@@ -55,6 +55,12 @@ message may not follow an assistant one. Divergences, on purpose:
 - reasoning (this version has no ``[THINK]``) of a trained turn is refused, or dropped with
   ``reasoning="drop"``; untrained turns' reasoning is dropped.
 
+Agreement, over the 44 conversations of ``tests/corpus.py``: 55 of 55 generation prompts
+and 30 of 30 whole conversations (under every ``train_on``) of the 39 it can compare equal
+the encoder's ids; three conversations both refuse (an empty assistant message, text
+beside calls: asserted), the encoder refuses one this renderer writes (a tool named
+``get-weather.v2``) and one differs on purpose (list content, below).
+
 Not covered: instruct v7 and later (``[SYSTEM_PROMPT]``; ``[THINK]`` from v13) ship in
 mistral-common only as SentencePiece files or not at all, so no Tekken tokenizer of those
 versions can be loaded here.
@@ -129,7 +135,8 @@ class MistralRenderer(Renderer):
     Options = MistralOptions
     roles = ("system", "user", "assistant", "tool")
     message_markers = MessageMarkers(
-        starts={"[INST]": "user", "[TOOL_RESULTS]": "tool", "[AVAILABLE_TOOLS]": "tools"}
+        starts={"[INST]": "user", "[TOOL_RESULTS]": "tool", "[AVAILABLE_TOOLS]": "tools"},
+        after={"[/INST]": "assistant", "[/TOOL_RESULTS]": "assistant"},
     )
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
