@@ -192,7 +192,7 @@ class Llama3Renderer(Renderer):
         if tools is not None and not options.tools_in_user_message:
             head += _IN_SYSTEM + declared
         self._header(w, "system", -1)
-        w.template(head)
+        w.text(head)  # (tools and the date are data: ordinary text)
         if system:
             w.text(system, 0)
         w.control(self.eot, 0 if start else -1)
@@ -204,7 +204,7 @@ class Llama3Renderer(Renderer):
                     "message; pass tools_in_user_message=False to declare them in the system turn"
                 )
             self._header(w, "user", start)
-            w.template(_IN_USER + declared)
+            w.text(_IN_USER + declared, start)
             w.text(plain_text(messages[start], start, self.name).strip(), start)
             w.control(self.eot, start)
             start += 1

@@ -268,9 +268,9 @@ class MistralRenderer(Renderer):
         return call
 
     def _tool_result(self, w: TokenWriter, m: Message, i: int) -> None:
+        text = plain_text(m, i, self.name)
         if not m.tool_call_id:
             raise ValueError(f"messages[{i}].tool_call_id: mistral writes each tool result's id")
-        text = plain_text(m, i, self.name)
         result = {"content": _json_value(text), "call_id": m.tool_call_id}
         w.control(self.results, i)
         w.text(json.dumps(result, ensure_ascii=False), i)
