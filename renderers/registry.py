@@ -37,6 +37,8 @@ FAMILIES: tuple[str, ...] = (
     "renderers.gpt_oss",
     "renderers.nemotron3",
     "renderers.glm5",
+    "renderers.llama3",
+    "renderers.mistral",
 )
 """The modules of the model families; each defines one or more renderer classes."""
 
