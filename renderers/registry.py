@@ -30,12 +30,15 @@ FAMILIES: tuple[str, ...] = (
     "renderers.qwen3",
     "renderers.qwen3_5",
     "renderers.deepseek_v3",
+    "renderers.deepseek_v3_1",
     "renderers.deepseek_v4",
     "renderers.kimi_k2",
     "renderers.kimi_k2_5",
     "renderers.gpt_oss",
     "renderers.nemotron3",
     "renderers.glm5",
+    "renderers.llama3",
+    "renderers.mistral",
 )
 """The modules of the model families; each defines one or more renderer classes."""
 

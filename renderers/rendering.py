@@ -28,6 +28,7 @@ from renderers.core.messages import (
     coerce_messages,
 )
 from renderers.core.options import options_from_text, with_options
+from renderers.core.packaged_tokenizers import packaged_tokenizer
 from renderers.core.result import ParseResult
 from renderers.core.scanning import sampled_text_ids
 from renderers.core.tokens import TokenTable, token_table
@@ -102,8 +103,10 @@ class BaseRenderer:
 
     tokenizer_source: ClassVar[str | None] = None
     """Where the default tokenizer loads from when not from the default model's hub files:
-    a ``"module:Class"`` source (families whose hub tokenizer is not available here, such
-    as tml-renderers' ``Nemotron3Tokenizer``); ``None``: the default model's."""
+    a ``"module:Class"`` source (a tokenizer the publisher ships in a Python package:
+    Llama's in ``llama-models``, Mistral's in ``mistral-common``, see
+    :mod:`renderers.core.packaged_tokenizers`; or one whose hub files are not available
+    here, such as tml-renderers' ``Nemotron3Tokenizer``); ``None``: the default model's."""
 
     message_markers: ClassVar[MessageMarkers] = MessageMarkers()
     """The control tokens that begin the format's messages: token views draw message
@@ -112,6 +115,7 @@ class BaseRenderer:
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         if tokenizer is None:
             tokenizer = load_tokenizer(self.tokenizer_source or self.default_model)
+        tokenizer = packaged_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.table: TokenTable = token_table(tokenizer)
         self.options = self._with_options(self.Options(), options)

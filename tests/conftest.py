@@ -63,6 +63,9 @@ TML_TOKENIZERS = {
     "zai-org/GLM-5.2": "tml_renderers.tokenizers:GlmTokenizer",
     "zai-org/GLM-5.3": "tml_renderers.tokenizers:GlmTokenizer",
     "zai-org/GLM-5.3-Flash": "tml_renderers.tokenizers:GlmTokenizer",
+    # Shipped by the publisher's own package (the families extra), not the hub.
+    "meta-llama/Llama-3.1-8B-Instruct": "renderers.core.packaged_tokenizers:Llama3Tokenizer",
+    "mistralai/Mistral-Nemo-Instruct-2407": "renderers.core.packaged_tokenizers:TekkenTokenizer",
 }
 
 

@@ -50,7 +50,16 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model",
-    ["qwen3", "deepseek_v3", "deepseek_v3.1", "kimi_k2", "kimi_k2_thinking", "gpt_oss"],
+    [
+        "qwen3",
+        "deepseek_v3",
+        "deepseek_v3.1",
+        "kimi_k2",
+        "kimi_k2_thinking",
+        "gpt_oss",
+        "llama3",  # tokenizers from their publishers' packages: no --tokenizer needed
+        "mistral",
+    ],
 )
 def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
     """Each model's demo with its default options: a prompt, a parsed completion, and
@@ -515,3 +524,11 @@ def test_render_help_lists_each_models_options() -> None:
     assert "options per model:" in out
     assert "qwen3:" in out and "enable_thinking: bool (default: True)" in out
     assert "gpt_oss:" in out and "reasoning_effort" in out
+
+
+def test_models_names_where_each_tokenizer_loads_from() -> None:
+    """A hub model id, or the package that ships the tokenizer (no hub download)."""
+    out = run("models").stdout
+    assert "qwen3: Qwen/Qwen3-8B\n  tokenizer: Qwen/Qwen3-8B\n" in out
+    assert "tokenizer: renderers.core.packaged_tokenizers:Llama3Tokenizer\n" in out
+    assert "tokenizer: renderers.core.packaged_tokenizers:TekkenTokenizer\n" in out

@@ -48,7 +48,8 @@ from renderers import (
     TrainOn,
     UnparsedToolCallPart,
 )
-from renderers.deepseek_v3 import DeepSeekV3Renderer, DeepSeekV31Renderer
+from renderers.deepseek_v3 import DeepSeekV3Renderer
+from renderers.deepseek_v3_1 import DeepSeekV31Renderer
 from tests.conftest import tokenizer_for
 from tests.corpus import (
     CORPUS,

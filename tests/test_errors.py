@@ -162,6 +162,8 @@ CANNOT_RENDER_REASONING = {
     ("deepseek_v3", ()): r"render_thinking=True",
     ("kimi_k2", ()): r"kimi_k2_thinking",
     ("kimi_k2", (("call_ids", "numbered"),)): r"kimi_k2_thinking",
+    ("llama3", ()): r"the format has no place for reasoning",
+    ("mistral", ()): r"this version has no place for reasoning",
 }
 
 V31_TRAINED = (

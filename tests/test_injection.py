@@ -120,9 +120,11 @@ def check_ordinary(spec: Spec, x: str, *, reasoning: bool) -> None:
         try:
             expected = build(safe_messages, safe_tools)
         except ValueError as exc:  # a turn the format cannot train, whatever its text
-            with pytest.raises(ValueError, match="cannot be trained"):
+            with pytest.raises(ValueError) as raised:
                 build(messages, tools)
-            assert "cannot be trained" in str(exc)
+            # (Llama 3 and Mistral refuse text beside calls: the same error either way.)
+            assert "cannot be trained" in str(exc) or spec.name in ("llama3", "mistral")
+            assert "cannot be trained" in str(raised.value) or str(raised.value) == str(exc)
             continue
         got = build(messages, tools)
         assert _controls(r, got) == _controls(r, expected)

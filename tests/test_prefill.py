@@ -78,7 +78,8 @@ class Mode:
     oracle: str
     """``"reasoning_content"`` / ``"content"``: continue_final_message of that field;
     ``"prompt"``: the template's generation prompt then the prefill; ``"tml"``:
-    tml-renderers' prompt then the prefill."""
+    tml-renderers' prompt then the prefill; ``"mistral-common"``: its encoder with the
+    prefill as a ``prefix`` assistant message."""
     template: Callable[[], str] | None = None
     encode: Callable[[str], list[int]] | None = None
     variables: tuple[tuple[str, Any], ...] = ()
@@ -139,6 +140,25 @@ def _renderer(
     return get_renderer(target, tokenizer, generic=generic, **dict(options))
 
 
+def _meta_llama3() -> Any:
+    """Meta's Llama 3 tokenizer (llama-models), which encodes control-token spellings."""
+    from llama_models.llama3.tokenizer import Tokenizer
+
+    return Tokenizer.get_instance()
+
+
+def _mistral_prefilled(messages: list[dict[str, Any]]) -> list[int]:
+    """mistral-common's ids of the conversation with the prefill as a ``prefix`` assistant
+    message (its way to continue a turn)."""
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    final = {"role": "assistant", "content": PREFILL, "prefix": True}
+    request = ChatCompletionRequest.model_validate({"messages": [*messages, final]})
+    ids: list[int] = MistralTokenizer.v3(is_tekken=True).encode_chat_completion(request).tokens
+    return ids
+
+
 def _hf(model_id: str) -> Callable[[str], list[int]]:
     return lambda text: list(tokenizer_for(model_id).encode(text, add_special_tokens=False))
 
@@ -159,6 +179,7 @@ NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
 NEMOTRON_SUPER = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B"
 NEMOTRON_ULTRA = "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B"
 GLM52, GLM53, GLM53_FLASH = "zai-org/GLM-5.2", "zai-org/GLM-5.3", "zai-org/GLM-5.3-Flash"
+L3 = "meta-llama/Llama-3.1-8B-Instruct"
 BOS = (("bos_token", "<｜begin▁of▁sentence｜>"),)
 EMPTY_THINK_QWEN = "<think>\n\n</think>\n\n"
 
@@ -339,6 +360,26 @@ MODES = [
         )
     ),
     Mode(
+        "llama3",
+        "llama3",
+        L3,
+        (),
+        TextPart,
+        "content",
+        lambda: trl_template("llama3_1"),
+        lambda text: _meta_llama3().encode(text, bos=False, eos=False, allowed_special="all"),
+        (("bos_token", "<|begin_of_text|>"),),
+    ),
+    Mode(
+        "mistral",
+        "mistral",
+        "mistralai/Mistral-Nemo-Instruct-2407",
+        (),
+        TextPart,
+        "mistral-common",
+        encode=lambda text: [],  # unused: the oracle gives ids
+    ),
+    Mode(
         "template-qwen3",
         "template",
         Q3,
@@ -371,6 +412,8 @@ def test_every_renderer_has_a_prefill_mode() -> None:
 
 def _oracle_ids(mode: Mode) -> list[int]:
     assert mode.encode is not None
+    if mode.oracle == "mistral-common":
+        return _mistral_prefilled(mode.messages())
     if mode.oracle == "tml":
         config = next(
             c for c in CONFIGS if c.name == mode.name and dict(c.options) == dict(mode.options)

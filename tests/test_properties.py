@@ -135,6 +135,8 @@ class Spec:
     termination: Callable[[Message], Termination] = lambda m: Termination.STOP
     prompt_prefix: Callable[[Renderer, Conversation, list[int], list[int]], bool] | None = None
     trained_reasoning: TrainedReasoning | None = None
+    text_with_calls: bool = True
+    """The format writes text beside a tool call (Llama 3: a call turn is the call alone)."""
 
     def renderer(self) -> Renderer:
         return _renderer(self.name, self.model_id, self.options)
@@ -1103,6 +1105,75 @@ GLM_MESSAGES = strategies.assistant_messages(interleaved=False, unparsed=False, 
 
 QWEN3_MESSAGES = strategies.assistant_messages()
 QWEN35_MESSAGES = strategies.assistant_messages(any_spelling=True)
+# -- Llama 3 ---------------------------------------------------------------------------------
+
+
+def llama3_canonical(m: Message) -> Message | None:
+    """What Llama 3 gives back: one tool call (arguments as ``tojson`` writes them), or its
+    text trimmed (the template trims). Text that is itself JSON-looking (``{``/``[`` first)
+    may read as bare calls: not expressible."""
+    calls = [p for p in m.parts if _is_call(p)]
+    if calls:
+        (call,) = calls
+        assert type(call) is ToolCallPart
+        arguments = json.dumps(json.loads(call.arguments), ensure_ascii=False)
+        return Message("assistant", [ToolCallPart(call.name, arguments)])
+    text = m.text.strip()
+    if text[:1] in ("{", "["):
+        return None
+    return Message("assistant", [TextPart(text)] if text else [])
+
+
+LLAMA3_MESSAGES = st.one_of(
+    strategies.text_parts().map(lambda p: Message("assistant", [p])),
+    strategies.tool_call_parts().map(lambda p: Message("assistant", [p])),
+)
+LLAMA3 = Layout(separators=r"\s")
+LLAMA3_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False)
+
+# -- Mistral v3 -------------------------------------------------------------------------------
+
+
+def mistral_canonical(m: Message) -> Message | None:
+    """What Mistral gives back: its calls (arguments as ``json.dumps`` writes them, ids
+    kept) or its text without trailing spaces; a message with neither is not writable."""
+    calls = [p for p in m.parts if _is_call(p)]
+    if calls:
+        return Message(
+            "assistant",
+            [
+                ToolCallPart(p.name, json.dumps(json.loads(p.arguments), ensure_ascii=False), p.id)
+                for p in calls
+                if type(p) is ToolCallPart
+            ],
+        )
+    text = m.text.rstrip(" ")
+    return Message("assistant", [TextPart(text)]) if text else None
+
+
+MISTRAL_MESSAGES = st.one_of(
+    strategies.text_parts()
+    .filter(lambda p: p.text.rstrip(" "))
+    .map(lambda p: Message("assistant", [p])),
+    st.lists(strategies.tool_call_parts(with_ids=True), min_size=1, max_size=3).map(
+        lambda calls: Message("assistant", calls)
+    ),
+)
+MISTRAL = Layout(separators=r" ")
+
+
+def _mistral_writable(conversation: list[dict[str, Any]]) -> bool:
+    """Assistant turns with text (the encoder refuses empty ones), none consecutive."""
+    roles = [m["role"] for m in conversation if m["role"] != "system"]
+    return all(
+        m["content"].rstrip(" ") for m in conversation if m["role"] == "assistant"
+    ) and not any(a == b == "assistant" for a, b in itertools.pairwise(roles))
+
+
+MISTRAL_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False).filter(
+    _mistral_writable
+)
+
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
 
@@ -1130,6 +1201,28 @@ SPECS = [
             ("glm5.3", "zai-org/GLM-5.3", ()),
             ("glm5.3_flash", "zai-org/GLM-5.3-Flash", (("clear_thinking", True),)),
         )
+    ),
+    Spec(
+        "mistral",
+        "mistralai/Mistral-Nemo-Instruct-2407",
+        (),
+        MISTRAL_MESSAGES,
+        mistral_canonical,
+        MISTRAL,
+        thinking=False,
+        conversations=MISTRAL_CONVERSATIONS,
+        text_with_calls=False,
+    ),
+    Spec(
+        "llama3",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        (),
+        LLAMA3_MESSAGES,
+        llama3_canonical,
+        LLAMA3,
+        thinking=False,
+        conversations=LLAMA3_CONVERSATIONS,
+        text_with_calls=False,
     ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
     Spec(
@@ -1404,7 +1497,8 @@ def test_text_split_at_every_character_renders_as_the_joined_text(spec: Spec, te
     """After reasoning, with a call after it or not: text with newlines and spaces at its
     edges and inside, one character per part, renders as the same text in one part."""
     r = spec.renderer()
-    for tail in ([], [ToolCallPart("f", '{"a": 1}', id="functions.f:0")]):
+    call = ToolCallPart("f", '{"a": 1}', id="functions.f:0")
+    for tail in ([], [call]) if spec.text_with_calls else ([],):
         thinking = [ThinkingPart("x")] if spec.thinking else []
         split = [*thinking, *(TextPart(c) for c in text), *tail]
         joined = [*thinking, TextPart(text), *tail]
@@ -1996,7 +2090,8 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     out = []
     for k in range(n):
         parts: list[Part] = [ThinkingPart(f"thought {k} 🤔")] if spec.thinking else []
-        parts.append(TextPart(f"answer {k} " * k + "日本語"))
+        if spec.text_with_calls or k % 3:
+            parts.append(TextPart(f"answer {k} " * k + "日本語"))
         if k % 3 == 0:  # with the id the Kimi formats write (the others ignore it)
             arguments = json.dumps({"k": k, "q": "é"})
             parts.append(ToolCallPart("lookup", arguments, id=f"functions.lookup:{k}"))

@@ -105,6 +105,23 @@ def _kimi_k25(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return k25.official_ids(k25.official_text(k25.K25[0], messages, tools, gen))
 
 
+def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """Llama 3.1's template (tests/test_llama3.py) with the llama-models tokenizer."""
+    from tests import test_llama3
+
+    return test_llama3.template_ids(test_llama3.meta_tokenizer_instance(), messages, tools, gen)
+
+
+def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """mistral-common's encoder (tests/test_mistral.py), without its request validator
+    (these conversations' call ids are not its 9 characters)."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    from tests import test_mistral
+
+    return test_mistral.encoded(MistralTokenizer.v3(is_tekken=True), messages, tools, False)
+
+
 # Every renderer, with each option set that changes what happens to reasoning, and the
 # official rendering of the same conversation.
 VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
@@ -131,6 +148,8 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("glm5.3", {}, _glm5("glm5.3")),
     ("glm5.3", {"clear_thinking": True}, _glm5("glm5.3", clear_thinking=True)),
     ("glm5.3_flash", {"clear_thinking": True}, _glm5("glm5.3_flash", clear_thinking=True)),
+    ("llama3", {}, _llama3),
+    ("mistral", {}, _mistral),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -149,6 +168,8 @@ MODEL_IDS = {
     "glm5.2": "zai-org/GLM-5.2",
     "glm5.3": "zai-org/GLM-5.3",
     "glm5.3_flash": "zai-org/GLM-5.3-Flash",
+    "llama3": "meta-llama/Llama-3.1-8B-Instruct",
+    "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
 }
 _BUILT: dict[Any, Renderer] = {}
 

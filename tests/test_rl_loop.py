@@ -382,8 +382,10 @@ def run_readme_loop_within(r: Any, limit: str, budget: int) -> tuple[Any, Replay
     namespace: dict[str, Any] = {}
     exec(compile(setup, "README.md", "exec"), namespace)
     start = namespace["messages"]
-    call = with_stop(r, sampled(r, start, CALL))
-    answer = with_stop(r, sampled(r, [*start, CALL, TOOL_RESULT], ANSWER))
+    # Llama 3 and Mistral write a call turn as the calls alone.
+    called = {**CALL, "content": ""} if r.name in ("llama3", "mistral") else CALL
+    call = with_stop(r, sampled(r, start, called))
+    answer = with_stop(r, sampled(r, [*start, called, TOOL_RESULT], ANSWER))
     sampler = ReplaySampler([call, answer])
     namespace.update(r=r, sample=sampler)
     exec(

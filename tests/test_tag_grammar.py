@@ -119,3 +119,19 @@ def test_a_think_block_closed_without_padding_keeps_its_last_newline(
     )
     assert parsed.message.parts == (ThinkingPart(WORDS + "\n"), ToolCallPart("f", '{"a": 1}'))
     assert not parsed.issues
+
+
+def test_a_call_without_a_closing_tag_runs_to_the_stop_token(
+    qwen3: Qwen3Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grammar with a call token and no ``call_end`` (Llama 3's ``<|python_tag|>``):
+    the stop token ends the call, complete and without an issue; cut off, it is
+    incomplete."""
+    g = dataclasses.replace(grammar(qwen3.table), call_end=None)
+    ids = _ids(qwen3, WORDS, qwen3.tool_call, CALL, qwen3.im_end)
+    stopped = _both_ways(qwen3, g, ids, monkeypatch)
+    assert stopped.message.parts == (TextPart(WORDS), ToolCallPart("f", '{"a": 1}'))
+    assert not stopped.issues
+    cut = _both_ways(qwen3, g, ids[:-1], monkeypatch)
+    assert cut.message.parts[0] == TextPart(WORDS)
+    assert cut.message.parts[1].incomplete  # type: ignore[union-attr]

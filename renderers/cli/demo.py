@@ -61,7 +61,8 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "deepseek_v3.1": {"thinking": True, "keep_thinking": True},
     "kimi_k2_thinking": {"keep_last_reasoning": True},
 }
-_NO_REASONING = ("kimi_k2",)  # the format has no reasoning at all
+_NO_REASONING = ("kimi_k2", "llama3", "mistral")  # the format has no reasoning at all
+_CALLS_ALONE = ("llama3", "mistral")  # a call turn holds the calls only (no text)
 
 
 def add_parser(sub: Any) -> None:
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     answer = dict(_ANSWER)
     if renderer.name in _NO_REASONING:
         del answer["reasoning_content"]
+    if renderer.name in _CALLS_ALONE:
+        answer["content"] = ""
     prompt = renderer.build_generation_prompt(_CONVERSATION, tools=_TOOLS)
     settings = "".join(f"; {k}={v!r}" for k, v in renderer.changed_options().items())
     heading = f"Prompt for {args.model} ({renderer.name}{settings}): {len(prompt)} tokens"

@@ -353,14 +353,17 @@ class PartAssembler:
             self.events.append(PartFinished(self._index, part))
         return part
 
-    def add(self, part: Part, start: int, end: int) -> None:
-        """Append a whole part (no open region may be pending)."""
+    def add(self, part: Part, start: int, end: int, raw: str = "") -> None:
+        """Append a whole part (no open region may be pending); ``raw`` is its text as
+        sampled, given to event listeners as one delta."""
         assert self.kind is None, "add() while a region is open"
         index = len(self.parts)
         self.parts.append(part)
         self.spans.append((start, end))
         if self.events is not None:
             self.events.append(PartStarted(index, _kind_of(part)))
+            if raw:
+                self.events.append(TextDelta(index, raw))
             self.events.append(PartFinished(index, part))
 
 

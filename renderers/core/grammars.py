@@ -117,8 +117,9 @@ class Move:
 
 
 STOP = Move(OPEN)
-"""A stop or end-of-sequence token in text (read by the one-shot parse): the text ends
-there (less the open region's ``before_stop``), and the message."""
+"""A stop or end-of-sequence token in text, or in a call of a grammar without
+``call_end`` (read by the one-shot parse): the region ends there (text less its
+``before_stop``), and the message."""
 
 Moves: TypeAlias = dict[str, dict[int, Move]]
 """A tagged grammar's table: per open region's kind, per control id, its move."""
@@ -130,7 +131,9 @@ class TagGrammar:
     tool calls between paired control tokens (``None``: the format has no such part).
 
     ``ends_message`` are tokens that begin another turn: sampled before a stop token, they
-    end the message as malformed. ``build_call`` turns a call's raw body into a part.
+    end the message as malformed. ``build_call`` turns a call's raw body into a part; a
+    grammar with ``call`` and no ``call_end`` reads a call up to the stop token (Llama 3's
+    ``<|python_tag|>`` ... ``<|eom_id|>``).
     """
 
     stop: tuple[int, ...]
@@ -182,6 +185,8 @@ class TagGrammar:
         plain = {kind: {t: m for t, m in row.items() if m.plain} for kind, row in moves.items()}
         for t in (*self.stop, *self.eos):
             plain[TEXT][t] = STOP
+            if self.call is not None and self.call_end is None:
+                plain[TOOL_CALL][t] = STOP  # a call that runs to the stop token
         object.__setattr__(self, "_plain", plain)
         text = Region(TEXT, holdback=self.before_call)
         thinking = Region(THINKING, "", self.closing_padding, explicit=True)
@@ -209,7 +214,8 @@ class TagGrammar:
 
     def plain_moves(self) -> Moves:
         """The plain moves of the table (a well-formed completion's), and :data:`STOP` for
-        a stop or end-of-sequence id in text: what the one-shot parse reads."""
+        a stop or end-of-sequence id in text (and in a call, without ``call_end``): what
+        the one-shot parse reads."""
         return self._plain
 
     def start(self, opens_reasoning: bool, reasoning_prefix: str = "") -> Region:
@@ -428,9 +434,10 @@ class TaggedParser(StreamParser):
         asm = self.asm
         if stopped and asm.kind == THINKING:
             self._issue(pos, "the message ended inside an open think block")
-        elif stopped and asm.kind == TOOL_CALL:
-            call_end = self._g.call_end
-            close = "its end" if call_end is None else self._table.control_text(call_end)
+        elif stopped and asm.kind == TOOL_CALL and self._g.call_end is not None:
+            # (A grammar without ``call_end`` ends a call at the stop token: Llama's
+            # ``<|python_tag|>`` call, which ``<|eom_id|>`` ends.)
+            close = self._table.control_text(self._g.call_end)
             self._issue(pos, f"the message ended inside a tool call (no {close})")
         strip = self._region.before_stop if stopped and asm.kind == TEXT else ""
         asm.close(pos, strip_suffix=strip, incomplete=not stopped, build=self._build)
@@ -473,9 +480,10 @@ _CALL_TAIL = re.compile(r"[ \t\n\r]*\}[ \t\n\r]*\Z")
 _VALUE = json.JSONDecoder().raw_decode
 
 
-def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
-    """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``) -> a tool call whose arguments
-    are the raw JSON text of ARGS as sampled."""
+def _json_call(raw: str, keys: tuple[str, ...], with_id: bool = False) -> Part:
+    """``{"name": NAME, KEY: ARGS}`` (KEY one of ``keys``; ``with_id``: and an optional
+    ``"id": ID`` member, Mistral's) -> a tool call whose arguments are the raw JSON text of
+    ARGS as sampled."""
     head = _CALL_HEAD.match(raw)
     if head is not None and head.group(2) in keys:
         at = head.end()
@@ -485,7 +493,7 @@ def _json_call(raw: str, keys: tuple[str, ...]) -> Part:
             return _invalid_json_call(raw, exc)
         if _CALL_TAIL.match(raw, end):
             return ToolCallPart(head.group(1), raw[at:end])
-    return _scanned_json_call(raw, keys)
+    return _scanned_json_call(raw, keys, with_id)
 
 
 def _invalid_json_call(raw: str, exc: ValueError) -> Part:
@@ -494,7 +502,7 @@ def _invalid_json_call(raw: str, exc: ValueError) -> Part:
     )
 
 
-def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
+def _scanned_json_call(raw: str, keys: tuple[str, ...], with_id: bool = False) -> Part:
     """:func:`_json_call` by the general member scanner (any spelling, and the errors)."""
     try:
         members = json_object_members(raw)
@@ -503,6 +511,9 @@ def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
     names = [k for k, _, _ in members]
     fields = {k: (v, text) for k, v, text in members}
     key = next((k for k in keys if k in fields), keys[0])
+    call_id = fields.get("id", (None, ""))[0] if with_id else None
+    if call_id is not None and isinstance(call_id, str):
+        names = [k for k in names if k != "id"]
     if sorted(names) != sorted(["name", key]):
         expected = " or ".join(f'{{"name": ..., "{k}": ...}}' for k in keys)
         return UnparsedToolCallPart(
@@ -511,7 +522,7 @@ def _scanned_json_call(raw: str, keys: tuple[str, ...]) -> Part:
     name = fields["name"][0]
     if not isinstance(name, str):
         return UnparsedToolCallPart(raw, "the tool-call name is not a string")
-    return ToolCallPart(name, fields[key][1])
+    return ToolCallPart(name, fields[key][1], id=call_id)
 
 
 def json_call_builder(close: str) -> ToolCallBuilder:
@@ -632,29 +643,36 @@ def glm_call_builder(close: str) -> ToolCallBuilder:
 def bare_json_calls(text: str) -> list[Part] | None:
     """The tool calls ``text`` is, when it is nothing but a JSON call object
     ``{"name": ..., "arguments"|"parameters": {...}}`` or a JSON list of them; else ``None``."""
+    calls = _bare_json_calls(text)
+    return None if calls is None else [call for call, _ in calls]
+
+
+def _bare_json_calls(text: str, with_id: bool = False) -> list[tuple[Part, str]] | None:
+    """:func:`bare_json_calls` with each call's JSON text as sampled (``with_id``: calls may
+    hold an ``"id"``)."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return None
     if stripped[0] == "{":
-        call = _json_call(stripped, ("arguments", "parameters"))
-        return [call] if type(call) is ToolCallPart else None
+        call = _json_call(stripped, ("arguments", "parameters"), with_id)
+        return [(call, stripped)] if type(call) is ToolCallPart else None
     try:
         items = json.loads(stripped)
     except ValueError:
         return None
     if not isinstance(items, list) or not items:
         return None
-    calls: list[Part] = []
+    calls: list[tuple[Part, str]] = []
     decoder = json.JSONDecoder()
     at = 1
     for _ in items:  # re-read each element's text so arguments stay as written
         while stripped[at] in " \t\r\n,":
             at += 1
         _, end = decoder.raw_decode(stripped, at)
-        call = _json_call(stripped[at:end], ("arguments", "parameters"))
+        call = _json_call(stripped[at:end], ("arguments", "parameters"), with_id)
         if type(call) is not ToolCallPart:
             return None
-        calls.append(call)
+        calls.append((call, stripped[at:end]))
         at = end
     return calls
 
@@ -665,6 +683,11 @@ class BareJsonParser(TaggedParser):
     A text region whose first non-whitespace character is ``{`` or ``[`` is held back until
     it ends: then it is the calls it spells or, if it spells none (or was cut off), text.
     Other text streams as it comes. Think blocks work as in :class:`TaggedParser`.
+
+    ``calls_after_call_token`` (Mistral's ``[TOOL_CALLS][{"name": ..., "arguments": ...,
+    "id": ...}]``): the grammar's call token opens such a region whatever it holds (calls
+    may carry an ``"id"``), and a body that spells no calls is an unparsed call;
+    ``text_calls=False``: text regions are only ever text.
     """
 
     def __init__(
@@ -676,6 +699,8 @@ class BareJsonParser(TaggedParser):
         opens_reasoning: bool = False,
         reasoning_prefix: str = "",
         calls_end_reasoning: bool = False,
+        calls_after_call_token: bool = False,
+        text_calls: bool = True,
     ) -> None:
         super().__init__(
             grammar,
@@ -688,7 +713,10 @@ class BareJsonParser(TaggedParser):
         self._write = self.asm.write
         self._on_text = self._text  # type: ignore[method-assign]
         self._held = ""  # the open text region's text while it may be a JSON call
-        self._json: bool | None = None  # undecided until a non-whitespace character
+        self._undecided: bool | None = None if text_calls else False
+        self._json = self._undecided  # None: undecided until a non-whitespace character
+        self._forced = False  # the region follows the call token (calls_after_call_token)
+        self._calls_after_call_token = calls_after_call_token
         self._region_start = 0
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
@@ -713,20 +741,29 @@ class BareJsonParser(TaggedParser):
     def _settle(self, pos: int, stopped: bool) -> None:
         """The open text region ends at ``pos``: its held text is the calls it spells, or
         text."""
-        held, self._held, json_like, self._json = self._held, "", self._json, None
-        calls = bare_json_calls(held) if json_like and stopped else None
-        if calls is None:
+        held, self._held, json_like, self._json = self._held, "", self._json, self._undecided
+        forced, self._forced = self._forced, False
+        calls = _bare_json_calls(held, forced) if json_like and stopped else None
+        asm = self.asm
+        if calls is None and forced:
+            error = "expected a JSON list of calls" if stopped else "cut off before the stop token"
+            calls = [(UnparsedToolCallPart(held, error, incomplete=not stopped), held)]
+        elif calls is None:
             self._write(held)
             return
-        asm = self.asm
         asm.close(pos)
-        for call in calls:
-            asm.add(call, self._region_start, pos)
+        for call, raw in calls:
+            asm.add(call, self._region_start, pos, raw)
         asm.open(TEXT, pos)
 
     def _on_token(self, token_id: int, pos: int) -> None:
         if self.asm.kind == TEXT:
             self._settle(pos, True)
+        if self._calls_after_call_token and token_id == self._g.call and self.asm.kind == TEXT:
+            self.asm.close(pos)
+            self.asm.open(TEXT, pos + 1)
+            self._forced, self._json, self._region_start = True, True, pos
+            return
         super()._on_token(token_id, pos)
         if self.asm.kind == TEXT:
             self._region_start = pos + 1

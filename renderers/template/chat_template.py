@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from renderers.core.messages import Message, ThinkingPart
-from renderers.core.tokens import TokenTable
+from renderers.core.tokens import TokenTable, token_table
 from renderers.core.tools import deep_sort
 from renderers.template.environment import TemplateError, compile_template, template_variables
 from renderers.template.inputs import template_messages, template_value
@@ -15,12 +15,13 @@ from renderers.template.placeholders import (
     MarkerClash,
     Marks,
     Rendering,
+    TemplateDifference,
     marker_base,
     private_use,
     read_rendering,
 )
 from renderers.template.spec import PROBE_CALL_ONLY, PROBE_TOOL, PROBE_USER
-from renderers.template.weights import Owners, owners_of
+from renderers.template.weights import Owners, common_prefix, owners_of
 
 __all__ = ["ChatTemplate"]
 
@@ -46,6 +47,42 @@ class ChatTemplate:
         self._characters = frozenset(private_use("".join(templates.values())))
         self.none_content = self._needs_none_content()
         """Whether a tool-calling message without text must have ``content: None``."""
+
+    @classmethod
+    def of(
+        cls, tokenizer: Any, chat_template: str | None, sort_tool_keys: bool, name: str | None
+    ) -> ChatTemplate:
+        """``chat_template`` (text, or named templates), else the tokenizer's own, checked
+        for syntax now (a caller's mistake is theirs to know at once)."""
+        templates = _templates(chat_template or getattr(tokenizer, "chat_template", None))
+        if not templates:
+            raise ValueError(
+                f"{name or 'the tokenizer'} has no chat template (neither "
+                "chat_template.jinja nor tokenizer_config.json's chat_template); pass "
+                "chat_template=..."
+            )
+        for text in templates.values():
+            compile_template(text)
+        special = getattr(tokenizer, "special_tokens_map", None) or {}
+        kept = {k: v for k, v in special.items() if isinstance(v, (str, list))}
+        return cls(templates, token_table(tokenizer), kept, sort_tool_keys)
+
+    def differences(
+        self,
+        messages: list[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        kwargs: tuple[tuple[str, Any], ...],
+        add_generation_prompt: bool,
+    ) -> tuple[TemplateDifference, ...]:
+        """Where the rendering's ids differ from tokenizing the raw template's output."""
+        rendering = self.rendering(messages, tools, kwargs, add_generation_prompt)
+        found = rendering.differences
+        if rendering.protected:
+            raw = self.raw_text(messages, tools, kwargs, add_generation_prompt)
+            if raw != rendering.text:
+                why = _first_difference(raw, rendering.text)
+                found += (TemplateDifference(None, why, "template logic"),)
+        return found
 
     def select(self, tools: Sequence[Mapping[str, Any]] | None) -> str:
         """The template ``apply_chat_template`` would use (named templates: ``tool_use``
@@ -214,3 +251,23 @@ class ChatTemplate:
                     continue
             lost.append(t)
         return lost
+
+
+def _templates(value: Any) -> dict[str, str]:
+    """A tokenizer's chat template(s) by name (one template is ``default``)."""
+    if isinstance(value, str):
+        return {"default": value} if value.strip() else {}
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items() if isinstance(v, str)}
+    if isinstance(value, list):  # tokenizer_config.json's [{"name", "template"}]
+        return {
+            str(t["name"]): t["template"]
+            for t in value
+            if isinstance(t, Mapping) and isinstance(t.get("template"), str)
+        }
+    return {}
+
+
+def _first_difference(a: str, b: str) -> str:
+    k = common_prefix(a, b)
+    return f"at character {k}: raw {a[k : k + 30]!r}, ours {b[k : k + 30]!r}"

@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harmony.parts import HarmonyGrammar, HarmonyPartsParser, harmony_grammar
+from harmony.parts import (
+    HarmonyGrammar,
+    HarmonyPartsParser,
+    closing_ids,
+    harmony_grammar,
+    prefill_ids,
+    write_prefill,
+)
 from renderers.core.engine import StreamParser
 from renderers.core.grammars import (
     BareJsonParser,
@@ -19,6 +26,7 @@ from renderers.core.grammars import (
     json_call_builder,
     xml_call_builder,
 )
+from renderers.core.messages import ThinkingPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
 from renderers.core.sections import (
     SectionGrammar,
@@ -29,6 +37,7 @@ from renderers.core.sections import (
     section_parser,
 )
 from renderers.core.tokens import TokenTable
+from renderers.core.writer import TokenWriter
 from renderers.rendering import section_closing
 from renderers.template.spec import TAGGED, FormatSpec
 
@@ -42,6 +51,7 @@ class SpecParsing:
 
     def __init__(self, spec: FormatSpec, table: TokenTable) -> None:
         self.table = table
+        self.spec = spec
 
         def ids(names: Sequence[str], what: str) -> tuple[int, ...]:
             out = []
@@ -99,6 +109,74 @@ class SpecParsing:
             after_calls=spec.after_calls,
         )
         self._bare = syntax == "bare_json"
+
+    def reasoning_start(self, ids: Sequence[int]) -> tuple[bool, str]:
+        """Whether a completion after the prompt ``ids`` starts inside reasoning, and the
+        padding the prompt did not write yet."""
+        if self.spec.prompt_opens_reasoning is not None:
+            return self.spec.prompt_opens_reasoning, ""
+        think = self.think
+        if think is None:
+            return False, ""
+        k = len(ids)
+        written = ""
+        while k > 0 and ids[k - 1] != think:
+            text = self.table.id_to_str[ids[k - 1]]
+            if text is None or text.strip() or ids[k - 1] in self.table.control_ids:
+                return False, ""
+            written = text + written
+            k -= 1
+        if k == 0:
+            return False, ""
+        return True, self.spec.think_padding.removeprefix(written)
+
+    def close_turn(
+        self, result: ParseResult, completion_ids: Sequence[int]
+    ) -> tuple[int, list[int]]:
+        """How history ends a sampled turn (see :meth:`Renderer._close_turn`)."""
+        if self.harmony is not None:
+            return closing_ids(self.harmony, result)
+        if self.sections is not None:
+            return self.sections._close_turn(result, completion_ids)
+        if result.stop_token_id is not None:
+            return 0, []
+        closing: list[int] = []
+        last = result.message.parts[-1] if result.message.parts else None
+        grammar = self.grammar
+        if grammar is not None and last is not None and getattr(last, "incomplete", False):
+            if type(last) is ThinkingPart and grammar.think_end is not None:
+                closing.append(grammar.think_end)
+            elif type(last) is UnparsedToolCallPart and grammar.call_end is not None:
+                closing.append(grammar.call_end)
+        return 0, [*closing, *self.stop_ids[:1]]
+
+    def write_prefill(self, w: TokenWriter, prefill: str) -> None:
+        """A Harmony prefill starts the reasoning after ``<|start|>assistant``; any other
+        is ordinary text after the prompt."""
+        if self.harmony is not None:
+            write_prefill(w, self.harmony, prefill, "analysis")
+        else:
+            w.text(prefill)
+
+    def prefill_ids(self, prefill: str) -> list[int]:
+        if self.harmony is not None:
+            return prefill_ids(self.table, self.harmony, prefill, "analysis")
+        return self.table.encode(prefill)
+
+    def parse_after(
+        self,
+        prompt_ids: Sequence[int],
+        completion_ids: list[int],
+        before: list[int],
+        calls_end_reasoning: bool,
+    ) -> ParseResult:
+        """A completion sampled after ``prompt_ids`` (``before``: a prefill's ids)."""
+        opens, prefix = self.reasoning_start(prompt_ids)
+        parser = self.parser(False, opens, prefix, calls_end_reasoning=calls_end_reasoning)
+        if before:
+            parser.read_before(before)
+        parser.feed(completion_ids)
+        return parser.finish()
 
     def parser(
         self, events: bool, opens_reasoning: bool, prefix: str, *, calls_end_reasoning: bool = False

@@ -43,30 +43,22 @@ from typing import Any
 
 import numpy as np
 
-from harmony.parts import closing_ids, prefill_ids, write_prefill
 from renderers.core.engine import StreamParser
 from renderers.core.loading import TokenizerSource, load_tokenizer, source_of
-from renderers.core.messages import Message, ThinkingPart, UnparsedToolCallPart, coerce_messages
+from renderers.core.messages import Message, ThinkingPart, coerce_messages
 from renderers.core.options import DraftedCalls, Reasoning
 from renderers.core.result import ParseResult
-from renderers.core.tokens import token_table
 from renderers.core.writer import TokenWriter
 from renderers.rendering import Renderer, TrainOn, checked_prefill, selected_messages
 from renderers.rollout import ExtensionProperty
 from renderers.supervised_example import SupervisedExample
 from renderers.template.chat_template import ChatTemplate
-from renderers.template.environment import (
-    compile_template,
-)
 from renderers.template.parsers import SpecParsing
 from renderers.template.placeholders import (
     TemplateDifference,
 )
 from renderers.template.spec import PROBE_USER, FormatSpec, infer_spec
 from renderers.template.training import TemplateTurns
-from renderers.template.weights import (
-    common_prefix,
-)
 
 __all__ = ["TemplateOptions", "TemplateRenderer"]
 
@@ -93,6 +85,38 @@ class TemplateOptions:
     reasoning stays reasoning text with an issue (``"reasoning"``) or ends the reasoning
     and is a call, as vLLM's Qwen3 parser reads it (``"call"``; see
     :data:`~renderers.core.options.DraftedCalls`). Other grammars take ``"reasoning"``."""
+
+    def merged(self, overrides: Mapping[str, Any], names: Collection[str]) -> TemplateOptions:
+        """These options with ``overrides`` (checked against the option ``names``)."""
+        unknown = sorted(k for k in overrides if k not in names)
+        if unknown:
+            known = ", ".join(names) or "none"
+            raise TypeError(
+                f"template: unknown option(s) {', '.join(map(repr, unknown))} (the chat "
+                f"template reads: {known})"
+            )
+        merged = dict(self.kwargs)
+        merged.update(overrides)
+        reasoning = merged.pop("reasoning", self.reasoning)
+        if reasoning not in ("error", "drop"):
+            raise TypeError(
+                f"template: option reasoning: expected 'error' or 'drop', got {reasoning!r}"
+            )
+        drafted = merged.pop("drafted_calls", self.drafted_calls)
+        if drafted not in ("reasoning", "call"):
+            raise TypeError(
+                f"template: option drafted_calls: expected 'reasoning' or 'call', got {drafted!r}"
+            )
+        return TemplateOptions(tuple(sorted(merged.items())), reasoning, drafted)
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from the defaults, as keyword arguments."""
+        changed = dict(self.kwargs)
+        if self.reasoning != "error":
+            changed["reasoning"] = self.reasoning
+        if self.drafted_calls != "reasoning":
+            changed["drafted_calls"] = self.drafted_calls
+        return changed
 
 
 _LIBRARY_OPTIONS = frozenset({"reasoning", "drafted_calls"})
@@ -132,38 +156,20 @@ class TemplateRenderer(Renderer):
         self.model_id: str | None = model_id or (
             source[0] if source else getattr(tokenizer, "name_or_path", None) or None
         )
-        templates = _templates(chat_template or getattr(tokenizer, "chat_template", None))
-        if not templates:
-            raise ValueError(
-                f"{self.model_id or 'the tokenizer'} has no chat template (neither "
-                "chat_template.jinja nor tokenizer_config.json's chat_template); pass "
-                "chat_template=..."
-            )
         self._custom_template = chat_template
-        for text in templates.values():
-            compile_template(text)  # a syntax error is the caller's to know now
-        special = getattr(tokenizer, "special_tokens_map", None) or {}
-        self._chat = ChatTemplate(  # before the options, which are the template's variables
-            templates,
-            token_table(tokenizer),
-            {k: v for k, v in special.items() if isinstance(v, (str, list))},
-            sort_tool_keys,
-        )
+        # Before the options, which are the template's variables.
+        self._chat = ChatTemplate.of(tokenizer, chat_template, sort_tool_keys, self.model_id)
         super().__init__(tokenizer, **options)
         self._given_spec = spec
+        self.spec: FormatSpec | None = spec
+        self.spec_origin = "given"
+        self.spec_notes: tuple[str, ...] = ()
         if spec is None:
             eos = [e for e in (self._chat.special.get("eos_token"),) if isinstance(e, str)]
             eos += _generation_config_eos(self.model_id, self.table.control_text)
-            inferred, notes = infer_spec(
-                self._chat.probe, self.table, "\n".join(templates.values()), eos
-            )
-            self.spec: FormatSpec | None = inferred
+            text = "\n".join(self._chat.templates.values())
+            self.spec, self.spec_notes = infer_spec(self._chat.probe, self.table, text, eos)
             self.spec_origin = "inferred from the template and the vocabulary"
-            self.spec_notes: tuple[str, ...] = notes
-        else:
-            self.spec = spec
-            self.spec_origin = "given"
-            self.spec_notes = ()
         self._parsing = SpecParsing(self.spec, self.table) if self.spec is not None else None
         self._openings: dict[str, tuple[bool, str]] = {}
 
@@ -171,17 +177,9 @@ class TemplateRenderer(Renderer):
         return f"TemplateRenderer(model_id={self.model_id!r}, options={self.changed_options()!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        source = source_of(self.tokenizer)
-        return (
-            _restore,
-            (
-                source or self.tokenizer,
-                self._custom_template,
-                self._given_spec,
-                self._chat.sort_tool_keys,
-                self.options,
-            ),
-        )
+        source = source_of(self.tokenizer) or self.tokenizer
+        given = (self._custom_template, self._given_spec, self._chat.sort_tool_keys)
+        return (_restore, (source, *given, self.options))
 
     @property
     def option_names(self) -> tuple[str, ...]:
@@ -192,58 +190,24 @@ class TemplateRenderer(Renderer):
         )
 
     def changed_options(self) -> dict[str, Any]:
-        changed = dict(self.options.kwargs)
-        if self.options.reasoning != "error":
-            changed["reasoning"] = self.options.reasoning
-        if self.options.drafted_calls != "reasoning":
-            changed["drafted_calls"] = self.options.drafted_calls
-        return changed
+        return TemplateOptions.changed(self.options)
 
     # -- options ------------------------------------------------------------------------
 
     def _with_options(self, base: Any, overrides: Mapping[str, Any]) -> Any:
-        if not overrides:
-            return base
-        unknown = sorted(k for k in overrides if k not in self.option_names)
-        if unknown:
-            known = ", ".join(self.option_names) or "none"
-            raise TypeError(
-                f"template: unknown option(s) {', '.join(map(repr, unknown))} (the chat "
-                f"template reads: {known})"
-            )
-        merged = dict(base.kwargs)
-        merged.update(overrides)
-        reasoning = merged.pop("reasoning", base.reasoning)
-        if reasoning not in ("error", "drop"):
-            raise TypeError(
-                f"template: option reasoning: expected 'error' or 'drop', got {reasoning!r}"
-            )
-        drafted = merged.pop("drafted_calls", base.drafted_calls)
-        if drafted not in ("reasoning", "call"):
-            raise TypeError(
-                f"template: option drafted_calls: expected 'reasoning' or 'call', got {drafted!r}"
-            )
-        return TemplateOptions(tuple(sorted(merged.items())), reasoning, drafted)
+        return base if not overrides else base.merged(overrides, self.option_names)
 
     @classmethod
     def options_from_text(cls, pairs: Mapping[str, str]) -> dict[str, Any]:
         """Option values from ``KEY=VALUE`` text: JSON (``true``, ``3``, ``"x"``, ``[...]``)
         where the text is JSON, else the text itself."""
-        out: dict[str, Any] = {}
-        for key, text in pairs.items():
-            try:
-                out[key] = json.loads(text)
-            except ValueError:
-                out[key] = text
-        return out
+        return {key: _json_or_text(text) for key, text in pairs.items()}
 
     # -- rendering ----------------------------------------------------------------------
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
-        if self._parsing is None:
-            return ()
-        return self._parsing.stop_ids
+        return () if self._parsing is None else self._parsing.stop_ids
 
     def build_generation_prompt(
         self,
@@ -276,15 +240,9 @@ class TemplateRenderer(Renderer):
         """Where this rendering's ids differ from tokenizing the raw template's output
         (``apply_chat_template(tokenize=True)``): empty when they are equal."""
         kwargs = self._with_options(self.options, options).kwargs
-        msgs = _given_messages(messages)
-        rendering = self._chat.rendering(msgs, tools, kwargs, add_generation_prompt)
-        found = rendering.differences
-        if rendering.protected:
-            raw = self._chat.raw_text(msgs, tools, kwargs, add_generation_prompt)
-            if raw != rendering.text:
-                why = _first_difference(raw, rendering.text)
-                found += (TemplateDifference(None, why, "template logic"),)
-        return found
+        return self._chat.differences(
+            _given_messages(messages), tools, kwargs, add_generation_prompt
+        )
 
     def build_supervised_example(
         self,
@@ -300,7 +258,7 @@ class TemplateRenderer(Renderer):
         structure (see the module docs). The template path trains by mode
         (:class:`~renderers.TrainOn`); roles, message weights, ``train_end_of_turn=False``
         and ``attribution`` need a specialised renderer (a ``ValueError`` says so)."""
-        msgs = self._template_mode(messages, train_on, train_end_of_turn, attribution)
+        msgs = _template_mode(messages, train_on, train_end_of_turn, attribution)
         chosen = self._with_options(self.options, options)
         selected = selected_messages(msgs, train_on, self.roles)
         if selected is None:  # train_on="all"
@@ -329,37 +287,10 @@ class TemplateRenderer(Renderer):
         :meth:`build_supervised_example`); ``train_on="all"`` trains every token of the
         whole conversation as one example (the template path has no turn to train alone
         under it)."""
-        msgs = self._template_mode(messages, train_on, train_end_of_turn, attribution)
+        msgs = _template_mode(messages, train_on, train_end_of_turn, attribution)
         if train_on == TrainOn.ALL.value:
             return [self.build_supervised_example(msgs, tools, train_on, **options)]
         return super().build_supervised_examples(msgs, tools, train_on, **options)
-
-    def _template_mode(
-        self,
-        messages: Iterable[Message | Mapping[str, Any]],
-        train_on: TrainOn | str | Collection[str],
-        train_end_of_turn: bool,
-        attribution: bool,
-    ) -> list[Message]:
-        """The messages, once the template path's limits are checked: modes only, no
-        message weights, every end token trained, no attribution."""
-        if not isinstance(train_on, str):
-            raise ValueError(
-                "train_on: the template renderer trains modes (last_assistant, last_turn, "
-                f"last_assistant_turn, all_assistant, all), not roles: got {sorted(train_on)}"
-            )
-        if not train_end_of_turn or attribution:
-            raise ValueError(
-                "the template renderer does not support train_end_of_turn=False or "
-                "attribution=True (a specialised renderer does)"
-            )
-        msgs = _given_messages(messages)
-        if any(m.weight is not None for m in msgs):
-            raise ValueError(
-                "the template renderer does not support per-message weights (weight, train "
-                "or trainable fields; a specialised renderer does)"
-            )
-        return msgs
 
     def _example(
         self,
@@ -373,8 +304,7 @@ class TemplateRenderer(Renderer):
         attribution: bool,
         options: Mapping[str, Any],
     ) -> SupervisedExample:
-        # What build_supervised_examples asks for: assistant turns, weight 1 (the modes'
-        # weights; _template_mode refused everything else).
+        # Assistant turns of weight 1 (what the modes give; _template_mode refused others).
         trained = [i for i, weight in enumerate(message_weights) if weight]
         assert outside == 0 and not any(whole[i] for i in trained)
         return self._turns_example(msgs, tools, trained, self._with_options(self.options, options))
@@ -399,50 +329,25 @@ class TemplateRenderer(Renderer):
     ) -> SupervisedExample:
         """The example training the assistant turns ``trained``: each from its generation
         prompt through its stop token."""
-        if not trained:
-            raise ValueError("train_on: no message is trained")
         msgs, tokens, weights = self._turns(chosen).example(msgs, tools, trained, chosen.kwargs)
         return SupervisedExample(
             tokens, weights, self.name, self.table, turns=tuple(trained), num_messages=len(msgs)
         )
 
     def _turns(self, chosen: TemplateOptions) -> TemplateTurns:
-        stops = frozenset(self.stop_token_ids)
-        return TemplateTurns(self._chat, stops, self._opens_reasoning, chosen.reasoning)
-
-    def _opens_reasoning(self, prompt: list[int]) -> bool:
-        """Whether the generation prompt ends inside the reasoning it opens."""
-        return self._parsing is not None and self._reasoning_start(prompt)[0]
+        parsing = self._parsing
+        opens = (lambda ids: parsing.reasoning_start(ids)[0]) if parsing else (lambda ids: False)
+        return TemplateTurns(self._chat, frozenset(self.stop_token_ids), opens, chosen.reasoning)
 
     # -- parsing --------------------------------------------------------------------------
-
-    def _reasoning_start(self, ids: Sequence[int]) -> tuple[bool, str]:
-        """Whether a completion after the prompt ``ids`` starts inside reasoning, and the
-        padding the prompt did not write yet."""
-        assert self._parsing is not None and self.spec is not None
-        if self.spec.prompt_opens_reasoning is not None:
-            return self.spec.prompt_opens_reasoning, ""
-        think = self._parsing.think
-        if think is None:
-            return False, ""
-        k = len(ids)
-        written = ""
-        while k > 0 and ids[k - 1] != think:
-            text = self.table.id_to_str[ids[k - 1]]
-            if text is None or text.strip() or ids[k - 1] in self.table.control_ids:
-                return False, ""
-            written = text + written
-            k -= 1
-        if k == 0:
-            return False, ""
-        return True, self.spec.think_padding.removeprefix(written)
 
     def _opening(self, options: TemplateOptions) -> tuple[bool, str]:
         key = repr(options.kwargs)  # values may be lists (unhashable)
         cached = self._openings.get(key)
         if cached is None:
             prompt = self._chat.ids([PROBE_USER], None, options.kwargs, True)
-            cached = self._openings[key] = self._reasoning_start(prompt)
+            assert self._parsing is not None
+            cached = self._openings[key] = self._parsing.reasoning_start(prompt)
         return cached
 
     def _new_parser(self, options: TemplateOptions, events: bool) -> StreamParser:
@@ -463,27 +368,19 @@ class TemplateRenderer(Renderer):
         rest = dict(options)
         prefill = checked_prefill(rest.pop("prefill", None))
         chosen = self._with_options(self.options, rest)
-        parser = self._parsing.parser(
-            False,
-            *self._reasoning_start(prompt_ids),
-            calls_end_reasoning=chosen.drafted_calls == "call",
-        )
-        if prefill:
-            parser.read_before(self._prefill_ids(prefill, chosen))
-        parser.feed(completion_ids)
-        return parser.finish()
+        before = self._prefill_ids(prefill, chosen) if prefill else []
+        drafted = chosen.drafted_calls == "call"
+        return self._parsing.parse_after(prompt_ids, completion_ids, before, drafted)
 
     def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
-        harmony = self._parsing.harmony if self._parsing is not None else None
-        if harmony is not None:  # after the prompt's <|start|>assistant: the reasoning
-            write_prefill(w, harmony, prefill, "analysis")
+        if self._parsing is not None:
+            self._parsing.write_prefill(w, prefill)
         else:
             w.text(prefill)
 
     def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
-        harmony = self._parsing.harmony if self._parsing is not None else None
-        if harmony is not None:
-            return prefill_ids(self.table, harmony, prefill, "analysis")
+        if self._parsing is not None:
+            return self._parsing.prefill_ids(prefill)
         return self.table.encode(prefill)
 
     # -- multi-turn rollouts ----------------------------------------------------------------
@@ -499,21 +396,9 @@ class TemplateRenderer(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        if self._parsing is not None and self._parsing.harmony is not None:
-            return closing_ids(self._parsing.harmony, result)
-        if self._parsing is not None and self._parsing.sections is not None:
-            return self._parsing.sections._close_turn(result, completion_ids)
-        if result.stop_token_id is not None:
-            return 0, []
-        closing: list[int] = []
-        last = result.message.parts[-1] if result.message.parts else None
-        grammar = self._parsing.grammar if self._parsing is not None else None
-        if grammar is not None and last is not None and getattr(last, "incomplete", False):
-            if type(last) is ThinkingPart and grammar.think_end is not None:
-                closing.append(grammar.think_end)
-            elif type(last) is UnparsedToolCallPart and grammar.call_end is not None:
-                closing.append(grammar.call_end)
-        return 0, [*closing, *self.stop_token_ids[:1]]
+        if self._parsing is None:
+            return 0, [] if result.stop_token_id is not None else [*self.stop_token_ids[:1]]
+        return self._parsing.close_turn(result, completion_ids)
 
     def _continuation(
         self,
@@ -540,6 +425,40 @@ class TemplateRenderer(Renderer):
         return full[end:]
 
 
+def _template_mode(
+    messages: Iterable[Message | Mapping[str, Any]],
+    train_on: TrainOn | str | Collection[str],
+    train_end_of_turn: bool,
+    attribution: bool,
+) -> list[Message]:
+    """The messages, once the template path's limits are checked: modes only, no
+    message weights, every end token trained, no attribution."""
+    if not isinstance(train_on, str):
+        raise ValueError(
+            "train_on: the template renderer trains modes (last_assistant, last_turn, "
+            f"last_assistant_turn, all_assistant, all), not roles: got {sorted(train_on)}"
+        )
+    if not train_end_of_turn or attribution:
+        raise ValueError(
+            "the template renderer does not support train_end_of_turn=False or "
+            "attribution=True (a specialised renderer does)"
+        )
+    msgs = _given_messages(messages)
+    if any(m.weight is not None for m in msgs):
+        raise ValueError(
+            "the template renderer does not support per-message weights (weight, train "
+            "or trainable fields; a specialised renderer does)"
+        )
+    return msgs
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _given_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
     """The messages as :func:`coerce_messages` reads them, except that an empty reasoning
     string of an assistant message (``reasoning_content: ""``, or ``thinking: ""``) stays
@@ -563,21 +482,6 @@ def _given_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Mes
     return out
 
 
-def _templates(value: Any) -> dict[str, str]:
-    """A tokenizer's chat template(s) by name (one template is ``default``)."""
-    if isinstance(value, str):
-        return {"default": value} if value.strip() else {}
-    if isinstance(value, Mapping):
-        return {str(k): v for k, v in value.items() if isinstance(v, str)}
-    if isinstance(value, list):  # tokenizer_config.json's [{"name", "template"}]
-        return {
-            str(t["name"]): t["template"]
-            for t in value
-            if isinstance(t, Mapping) and isinstance(t.get("template"), str)
-        }
-    return {}
-
-
 def _generation_config_eos(model_id: str | None, spell: Callable[[int], str | None]) -> list[str]:
     """The end-of-sequence tokens of the model's ``generation_config.json`` (from a local
     directory or the hub client; none when it is not there)."""
@@ -598,11 +502,6 @@ def _generation_config_eos(model_id: str | None, spell: Callable[[int], str | No
         return []
     ids = eos if isinstance(eos, list) else [eos]
     return [s for t in ids if isinstance(t, int) and (s := spell(t)) is not None]
-
-
-def _first_difference(a: str, b: str) -> str:
-    k = common_prefix(a, b)
-    return f"at character {k}: raw {a[k : k + 30]!r}, ours {b[k : k + 30]!r}"
 
 
 _RESTORED: dict[tuple[Any, ...], TemplateRenderer] = {}

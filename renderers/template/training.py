@@ -39,6 +39,8 @@ class TemplateTurns:
     ) -> tuple[list[Message], np.ndarray, np.ndarray]:
         """The messages as rendered (reasoning dropped under ``"drop"``), the ids, and
         weight 1 on what the model samples for each of the ``trained`` turns."""
+        if not trained:
+            raise ValueError("train_on: no message is trained")
         msgs, rendering, owners = self.without_lost_reasoning(msgs, trained, tools, kwargs)
         last = trained[-1]
         ids, owners = self._as_sampled(msgs, last, tools, kwargs, rendering, owners)
