@@ -223,3 +223,30 @@ def test_a_first_import_failure_is_detected(tmp_path: Path) -> None:
     failures = json.loads(done.stdout.strip().splitlines()[-1])
     assert list(failures) == ["cyclic_a"]
     assert "partially initialized" in failures["cyclic_a"]
+
+
+def _class_sizes(path: Path) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            assert node.end_lineno is not None
+            yield node.name, node.end_lineno - node.lineno + 1
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("benchmarks")))
+def test_no_class_is_longer_than_a_reader_can_hold(module: str) -> None:
+    """At most 300 lines per class, docstrings included."""
+    long = {name: size for name, size in _class_sizes(MODULES[module]) if size > 300}
+    assert not long, f"{module}: {long}"
+
+
+@pytest.mark.parametrize("module", MODEL_MODULES)
+def test_a_model_module_stays_under_600_lines(module: str) -> None:
+    """A family is its specification, options, writer and grammar record (see
+    docs/development.md, adding a family)."""
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= 600, f"{module}: {lines} lines"
+
+
+def test_the_size_checks_see_the_families_and_their_classes() -> None:
+    assert {"renderers.qwen3", "renderers.gpt_oss", "renderers.deepseek_v3_1"} <= set(MODEL_MODULES)
+    assert dict(_class_sizes(MODULES["renderers.rendering"]))["Renderer"] > 100
