@@ -350,14 +350,9 @@ class Glm52Renderer(Renderer):
     ) -> tuple[int, list[int]]:
         if result.stop_token_id is not None:
             return 0, []
-        last = result.message.parts[-1] if result.message.parts else None
         calls = any(type(p) in (ToolCallPart, UnparsedToolCallPart) for p in result.message.parts)
         end = self.observation if calls else self.user
-        if type(last) is ThinkingPart and last.incomplete:
-            return 0, [self.think_end, end]
-        if type(last) is UnparsedToolCallPart and last.incomplete:
-            return 0, [self.tool_call_end, end]
-        return 0, [end]
+        return 0, self.grammar.closing(result, (end,))
 
     @property
     def extension_property(self) -> ExtensionProperty:

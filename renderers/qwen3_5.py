@@ -502,14 +502,7 @@ class _Qwen35Family(Renderer):
     def _close_turn(
         self, result: ParseResult, completion_ids: Sequence[int]
     ) -> tuple[int, list[int]]:
-        if result.stop_token_id is not None:
-            return 0, []
-        last = result.message.parts[-1] if result.message.parts else None
-        if type(last) is ThinkingPart and last.incomplete:
-            return 0, [self.think_end, self.im_end]
-        if type(last) is UnparsedToolCallPart and last.incomplete:
-            return 0, [self.tool_call_end, self.im_end]
-        return 0, [self.im_end]
+        return 0, self.grammar.closing(result, (self.im_end,))
 
     @property
     def extension_property(self) -> ExtensionProperty:

@@ -196,6 +196,20 @@ class TagGrammar:
         """The ids the parser reacts to (besides stop and end-of-sequence ids)."""
         return self._structural
 
+    def closing(self, result: ParseResult, end: tuple[int, ...]) -> list[int]:
+        """The ids that end a turn the sampler stopped without its stop token: the marker
+        closing a think block or call it was cut off inside, then ``end``; none when the
+        turn kept its stop token."""
+        if result.stop_token_id is not None:
+            return []
+        last = result.message.parts[-1] if result.message.parts else None
+        if getattr(last, "incomplete", False):
+            if type(last) is ThinkingPart and self.think_end is not None:
+                return [self.think_end, *end]
+            if type(last) is UnparsedToolCallPart and self.call_end is not None:
+                return [self.call_end, *end]
+        return list(end)
+
     @property
     def closing_padding(self) -> str:
         """What is written before the think block's closing marker."""

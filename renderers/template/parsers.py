@@ -26,7 +26,6 @@ from renderers.core.grammars import (
     json_call_builder,
     xml_call_builder,
 )
-from renderers.core.messages import ThinkingPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
 from renderers.core.sections import (
     SectionGrammar,
@@ -138,17 +137,9 @@ class SpecParsing:
             return closing_ids(self.harmony, result)
         if self.sections is not None:
             return self.sections._close_turn(result, completion_ids)
-        if result.stop_token_id is not None:
-            return 0, []
-        closing: list[int] = []
-        last = result.message.parts[-1] if result.message.parts else None
-        grammar = self.grammar
-        if grammar is not None and last is not None and getattr(last, "incomplete", False):
-            if type(last) is ThinkingPart and grammar.think_end is not None:
-                closing.append(grammar.think_end)
-            elif type(last) is UnparsedToolCallPart and grammar.call_end is not None:
-                closing.append(grammar.call_end)
-        return 0, [*closing, *self.stop_ids[:1]]
+        if self.grammar is None:
+            return 0, [] if result.stop_token_id is not None else [*self.stop_ids[:1]]
+        return 0, self.grammar.closing(result, self.stop_ids[:1])
 
     def write_prefill(self, w: TokenWriter, prefill: str) -> None:
         """A Harmony prefill starts the reasoning after ``<|start|>assistant``; any other
