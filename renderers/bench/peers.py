@@ -31,8 +31,18 @@ Which peer renderer stands for which of ours (with our options for the same form
   (``tool_declaration="json"``, as the peer declares tools): tml ``Qwen35()``,
   ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats are verified
   against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
+- ``nemotron3`` and ``nemotron3_super`` (default options: Super's ``low_effort`` off is
+  Nano's format), ``nemotron3_ultra``: tml ``Nemotron3()``, ``Nemotron3.ultra()``;
+  ``glm5.2``: tml ``Glm52()``; ``glm5.3``, ``glm5.3_flash`` (default options keep the
+  history's reasoning): tml ``Glm53.preserve_thinking_history()``,
+  ``Glm53Flash.preserve_thinking_history()``. Their tokenizers are tml's
+  (``Nemotron3Tokenizer``, ``GlmTokenizer``), the renderers' ``tokenizer_source``, which
+  the benchmark loads as ``get_renderer`` does.
 
-Nothing is timed before the outputs agree; a disagreement is a row that says where.
+A new pair is one entry of ``_MATCHES`` (tml renderers are named ``Class()`` or
+``Class.constructor()`` of ``tml_renderers.renderers``, cookbook ones by their
+``get_renderer`` name). Nothing is timed before the outputs agree; a disagreement is a row
+that says where.
 
 - **Parse**: the suite's complete completion goes through our ``parse_response`` and the
   peer's parser (``parser.parse_tokens`` of the parser ``render_for_completion`` returns
@@ -45,18 +55,25 @@ Nothing is timed before the outputs agree; a disagreement is a row that says whe
   message keeps tool calls apart from its content, so for it the calls are compared after
   the content on both sides (their position among the text is not compared). Where the
   completion disagrees or the peer fails, the comparison is repeated on a completion of the
-  same length in the order every format writes (reasoning, text, tool calls).
+  same length in the order every format writes (reasoning, text, tool calls): GLM-5's,
+  whose turn ends at its calls, where tml reads the workload's later ``<think>`` as text.
 - **Render**: the suite's 10-turn conversation with tools (the same per-format adaptation)
   is converted to the peer's message types once, outside the timing, and rendered with
   ``render_for_completion`` / ``render_for_sft`` (cookbook ``build_generation_prompt`` /
   ``build_supervised_example``), timed without flattening the peer's span objects to ids:
-  both choices favour the peer. Token ids must be identical; the one tolerated difference
-  is the peer ending a supervised example at the last stop token where the template writes
-  untrained tokens after it (Qwen3's final ``\\n``). For the SFT row every assistant message
-  but the last gets loss weight 0 on the peer side (tml-renderers otherwise returns one
-  example per assistant turn), matching our default ``train_on="last_assistant"``; whether
-  the loss weights agree is shown but does not gate the timing. Our time is with a cold
-  text cache (warm in the notes).
+  both choices favour the peer. Token ids must be identical, but for the peer ending a
+  supervised example at the last stop token where the template writes untrained tokens
+  after it (Qwen3's final ``\\n``) and the differences our modules document: the input
+  avoids those it can, on both sides (Nemotron-3's system and user text without
+  surrounding whitespace, which tml trims; GLM-5's tool schemas with ``properties``
+  sorted, as tml sorts them); the others are undone on the peer's ids before they are
+  compared, and the row says so (tml's Nemotron-3 writes no newline between ``</think>``
+  and ``<tool_call>``; GLM-5's last supervised token is tml's ``<|endoftext|>`` where ours
+  is the role token the model samples next, ``<|user|>`` here). For the SFT row every
+  assistant message but the last gets loss weight 0 on the peer side (tml-renderers
+  otherwise returns one example per assistant turn), matching our default
+  ``train_on="last_assistant"``; whether the loss weights agree is shown but does not gate
+  the timing. Our time is with a cold text cache (warm in the notes).
 """
 
 from __future__ import annotations
@@ -138,6 +155,8 @@ def render_rows(renderer: Renderer, messages: list[dict[str, Any]], repeats: int
         ours = _ours(renderer, match)
         convo = messages if match.reasoning else _without_reasoning(messages)
         tools = TOOLS if match.tools else None
+        if match.adapted is not None:
+            convo, tools = match.adapted((convo, tools))
         rows.append(_prompt_row(ours, match, adapter, convo[:-1], tools, repeats))
         rows.append(_sft_row(ours, match, adapter, convo, tools, repeats))
     return rows
@@ -197,8 +216,9 @@ def _prompt_row(
     peer: Callable[[], Any] | None = None
     try:
         peer = adapter.prompt(ours, match, messages, tools)
-        theirs = adapter.prompt_ids(peer())
-        agree, note = _compare_ids(ours, ids, None, theirs)
+        theirs, _, undone = _undone(ours, match, adapter.prompt_ids(peer()), [])
+        agree, note = _compare_ids(ours, match, ids, None, theirs)
+        note += undone
     except Exception as exc:
         agree, note = False, _cell(_short(f"peer error {type(exc).__name__}: {exc}"))
     label = "build_generation_prompt"
@@ -224,7 +244,9 @@ def _sft_row(
     try:
         peer = adapter.sft(ours, match, messages, tools)
         theirs, their_weights, examples = adapter.sft_ids_weights(peer())
-        agree, note = _compare_ids(ours, ids, weights, theirs)
+        theirs, their_weights, undone = _undone(ours, match, theirs, their_weights)
+        agree, note = _compare_ids(ours, match, ids, weights, theirs)
+        note += undone
         if agree:
             n = len(theirs)
             extra["weights_agree"] = [float(w) for w in their_weights[:n]] == weights[:n]
@@ -274,13 +296,20 @@ def _render_row(
 # --------------------------------------------------------------------------- matching
 
 
+Workload = tuple[list[dict[str, Any]], list[dict[str, Any]] | None]
+"""A conversation and its tools."""
+Undo = Callable[[Renderer, list[int], list[float]], tuple[list[int], list[float]]]
+"""A peer's ids and loss weights (empty for a prompt) with a documented difference undone."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Match:
     """A peer renderer that writes the same format as one of ours."""
 
     library: str
     peer: str
-    """How the peer renderer is made (shown in the table); the adapter builds it."""
+    """How the peer renderer is made (shown in the table); the adapter builds it: tml
+    ``Class()`` or ``Class.constructor()``, the cookbook's renderer name."""
     ours: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Our options for the same format (on top of the suite's)."""
     variant: str = ""
@@ -289,9 +318,66 @@ class _Match:
     reasoning: bool = True
     """False: reasoning is removed from the conversation (the template drops it anyway and
     tml-renderers' non-thinking DeepSeek-V3.1 rejects it)."""
+    adapted: Callable[[Workload], Workload] | None = None
+    """The rendering workload as both sides get it, where the peer differs from the format
+    by a documented difference that an input can avoid (:func:`_sorted_properties`,
+    :func:`_trimmed`)."""
+    undone: Undo | None = None
+    """The peer's rendered ids and loss weights (if any) with a documented difference that
+    no input avoids undone (:func:`_newline_before_calls`), before they are compared."""
+    peer_end: str = ""
+    """The token the peer ends a supervised example with where the format writes another
+    (documented; the rest must be identical): GLM-5's ``<|endoftext|>``."""
+
+
+def _sorted_properties(workload: Workload) -> Workload:
+    """The tools with each schema's ``properties`` in key order: tml-renderers sorts them
+    for GLM-5, which writes them in the given order (renderers/glm5.py)."""
+    messages, tools = workload
+    out = []
+    for tool in tools or []:
+        parameters = dict(tool["function"].get("parameters", {}))
+        if "properties" in parameters:
+            parameters["properties"] = dict(sorted(parameters["properties"].items()))
+        out.append({**tool, "function": {**tool["function"], "parameters": parameters}})
+    return messages, out if tools is not None else None
+
+
+def _trimmed(workload: Workload) -> Workload:
+    """System and user text without surrounding whitespace: tml-renderers trims it for
+    Nemotron-3, whose templates write it as given (renderers/nemotron3.py)."""
+    messages, tools = workload
+    out = [
+        {**m, "content": m["content"].strip()}
+        if m["role"] in ("system", "user") and isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
+    return out, tools
+
+
+def _newline_before_calls(
+    renderer: Renderer, ids: list[int], weights: list[float]
+) -> tuple[list[int], list[float]]:
+    """``ids`` with a newline between ``</think>`` and ``<tool_call>`` (weighted as the
+    call), where tml-renderers writes none for Nemotron-3 and the templates write one
+    (renderers/nemotron3.py)."""
+    think_end, call = (renderer.table.control_id(t) for t in ("</think>", "<tool_call>"))
+    newline = renderer.table.encode("\n")
+    out: list[int] = []
+    out_weights: list[float] = []
+    for k, token in enumerate(ids):
+        if token == call and k and ids[k - 1] == think_end:
+            out += newline
+            out_weights += [weights[k]] * len(newline) if weights else []
+        out.append(token)
+        out_weights += [weights[k]] if weights else []
+    return out, out_weights
 
 
 _THINKING_V31 = {"thinking": True, "keep_thinking": True}
+_NEMOTRON3: dict[str, Any] = {"adapted": _trimmed, "undone": _newline_before_calls}
+_GLM5: dict[str, Any] = {"adapted": _sorted_properties, "peer_end": "<|endoftext|>"}
 
 _MATCHES: dict[str, list[_Match]] = {
     "qwen3": [_Match(TML, "Qwen3()"), _Match(COOKBOOK, "qwen3")],
@@ -310,6 +396,12 @@ _MATCHES: dict[str, list[_Match]] = {
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
     "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
+    "nemotron3": [_Match(TML, "Nemotron3()", **_NEMOTRON3)],
+    "nemotron3_super": [_Match(TML, "Nemotron3()", **_NEMOTRON3)],
+    "nemotron3_ultra": [_Match(TML, "Nemotron3.ultra()", **_NEMOTRON3)],
+    "glm5.2": [_Match(TML, "Glm52()", **_GLM5)],
+    "glm5.3": [_Match(TML, "Glm53.preserve_thinking_history()", **_GLM5)],
+    "glm5.3_flash": [_Match(TML, "Glm53Flash.preserve_thinking_history()", **_GLM5)],
 }
 
 
@@ -439,16 +531,43 @@ def _describe(item: Item | None) -> str:
     return _short(repr(item), 80)
 
 
+def _undone(
+    renderer: Renderer, match: _Match, ids: list[int], weights: list[float]
+) -> tuple[list[int], list[float], str]:
+    """The peer's ids and weights with the match's documented difference undone, and a
+    note saying so (empty when nothing changed)."""
+    if match.undone is None:
+        return ids, weights, ""
+    fixed, fixed_weights = match.undone(renderer, ids, weights)
+    if fixed == ids:
+        return ids, weights, ""
+    return fixed, fixed_weights, f" (once the peer's documented {match.undone.__name__} is undone)"
+
+
 def _compare_ids(
-    renderer: Renderer, ours: list[int], weights: list[float] | None, theirs: list[int]
+    renderer: Renderer,
+    match: _Match,
+    ours: list[int],
+    weights: list[float] | None,
+    theirs: list[int],
 ) -> tuple[bool, str]:
-    """Whether the peer's ids agree with ours, and how (or where they first differ)."""
+    """Whether the peer's ids (with the match's documented differences undone by
+    :func:`_undone`) agree with ours, and how (or where they first differ)."""
     if ours == theirs:
         return True, "identical"
     n = len(theirs)
     if weights is not None and n < len(ours) and ours[:n] == theirs and not any(weights[n:]):
         tail = renderer.table.decode(ours[n:])
         return True, f"identical; the peer omits the untrained trailing {tail!r}"
+    if (
+        weights is not None
+        and match.peer_end
+        and n == len(ours)
+        and ours[:-1] == theirs[:-1]
+        and renderer.table.decode(theirs[-1:]) == match.peer_end
+    ):
+        end = renderer.table.decode(ours[-1:])
+        return True, f"identical but the last token: ours {end!r}, the peer {match.peer_end!r}"
     k = next((i for i in range(min(len(ours), n)) if ours[i] != theirs[i]), min(len(ours), n))
 
     def text(ids: list[int]) -> str:
@@ -527,20 +646,7 @@ class _Tml(_Adapter):
         date = str(getattr(ours.options, "date", None) or "")
         key = (match.peer, date)
         if key not in self._peers:
-            R = self.R
-            makers: dict[str, Callable[[], Any]] = {
-                "Qwen3()": lambda: R.Qwen3(),
-                "DeepSeekV3()": lambda: R.DeepSeekV3(),
-                "DeepSeekV31()": lambda: R.DeepSeekV31(),
-                "DeepSeekV31.thinking()": lambda: R.DeepSeekV31.thinking(),
-                "KimiK2()": lambda: R.KimiK2(),
-                "Qwen35()": lambda: R.Qwen35(),
-                "Qwen38()": lambda: R.Qwen38(),
-                "DeepSeekV4()": lambda: R.DeepSeekV4(),
-                "KimiK25()": lambda: R.KimiK25(),
-                "GptOss(current_date=…)": lambda: R.GptOss(current_date=date or None),
-            }
-            self._peers[key] = makers[match.peer]()
+            self._peers[key] = _make_tml(self.R, match.peer, date)
         return self._peers[key]
 
     def _messages(
@@ -612,6 +718,16 @@ class _Tml(_Adapter):
         example = rendered[-1]
         ids = [t for span in example.input_token_spans for t in span.span.tokens]
         return ids, list(example.per_token_loss_weight_unshifted), len(rendered)
+
+
+def _make_tml(R: Any, peer: str, date: str) -> Any:
+    """The tml-renderers renderer a match names ``Class()`` or ``Class.constructor()`` (in
+    ``tml_renderers.renderers``), or ``GptOss`` with the renderer's date."""
+    if peer == "GptOss(current_date=…)":
+        return R.GptOss(current_date=date or None)
+    cls, _, constructor = peer.removesuffix("()").partition(".")
+    make = getattr(getattr(R, cls), constructor) if constructor else getattr(R, cls)
+    return make()
 
 
 def _decoded_value(value: str) -> Any:
