@@ -58,6 +58,7 @@ TML_TOKENIZERS = {
     "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
     "deepseek-ai/DeepSeek-R1": "tml_renderers.tokenizers:DeepSeekR1Tokenizer",
     "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
+    "moonshotai/Kimi-K2.6": "tml_renderers.tokenizers:KimiK26Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B": "tml_renderers.tokenizers:Nemotron3Tokenizer",
