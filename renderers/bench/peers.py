@@ -309,6 +309,8 @@ _MATCHES: dict[str, list[_Match]] = {
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
     "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
+    "kimi_k2.6": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
+    "deepseek_r1": [_Match(TML, "DeepSeekR1()", tools=False)],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
 }
 
@@ -538,6 +540,7 @@ class _Tml(_Adapter):
                 "Qwen38()": lambda: R.Qwen38(),
                 "DeepSeekV4()": lambda: R.DeepSeekV4(),
                 "KimiK25()": lambda: R.KimiK25(),
+                "DeepSeekR1()": lambda: R.DeepSeekR1(),
                 "GptOss(current_date=…)": lambda: R.GptOss(current_date=date or None),
             }
             self._peers[key] = makers[match.peer]()
