@@ -210,7 +210,8 @@ class DeepSeekR1Renderer(DeepSeekRenderer):
         elif add:
             w.control(self.assistant, i)
             w.control(self.think, i)
-            w.text("\n", i)
+            # Encoded apart: the sampled reasoning is never merged into the prompt's "\n".
+            w.encoded(self.table.encode("\n"), i)
 
     def _sampled_turn(
         self, w: TokenWriter, i: int, m: Message, after_tools: bool, options: DeepSeekR1Options

@@ -261,3 +261,18 @@ def test_rollouts_parse_after_tool_outputs_without_a_think_block() -> None:
     result = r._parse_after_prompt(prompt, completion, {})
     assert result.message.parts == (TextPart("It is 1."),)
     assert result.termination is Termination.STOP
+
+
+def test_reasoning_that_starts_with_a_newline_is_sampled_apart_from_the_prompts() -> None:
+    """The prompt's ``<think>\\n`` ends with a ``\\n`` the reasoning's own newline would
+    merge with if the text were tokenized whole: the trained turn is encoded apart."""
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "\nplan"},
+    ]
+    r = renderer()
+    example = r.build_supervised_example(messages)
+    prompt = r.build_generation_prompt(messages[:1])
+    assert example.tokens.tolist()[: len(prompt)] == prompt
+    completion = example.tokens[example.weights > 0].tolist()
+    assert r.parse_response(completion).message.parts == (ThinkingPart("\nplan"), TextPart("a"))
