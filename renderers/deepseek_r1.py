@@ -43,10 +43,12 @@ no think block (its reasoning is a ``ValueError`` naming the ``reasoning`` optio
 Earlier turns are rendered as the template writes them; a trained one with reasoning (the
 template drops it) is a ``ValueError`` unless ``reasoning="drop"``.
 
-DeepSeek-R1-0528 (``deepseek-ai/DeepSeek-R1-0528``) is a different template, not this
-renderer: ``<｜Assistant｜>`` follows every user message, its generation prompt adds nothing
-and opens no think block, the tool-call flags are reset per user message and results are
-``\\n``-separated (the DeepSeek-V3-0324 template plus R1's ``</think>`` split).
+DeepSeek-R1-0528 (``deepseek-ai/DeepSeek-R1-0528``) is not this renderer: its release
+changed the template. The published template of its distill (``DeepSeek-R1-0528-Qwen3-8B``)
+writes ``<｜Assistant｜>`` right after every user message, adds nothing as generation
+prompt (no ``<think>\\n``: the model opens its own), resets the tool-call flags per user
+message and separates results with ``\\n``; the 0528 model's own template could not be
+read here, so no renderer claims it.
 
 Oracles (the official template is not in the hub cache): R1's template text, transcribed
 from two public copies of ``deepseek-ai/DeepSeek-R1``'s ``tokenizer_config.json`` (kept in
