@@ -242,7 +242,7 @@ class KimiK26Renderer(KimiK25Renderer):
     K2.6's tokenizer is K2.5's (tml-renderers 0.2.1's ``KimiK26Tokenizer`` and
     ``KimiK25Tokenizer``: the same 256 control tokens at the same ids, and all 163,840 ids
     decode to the same bytes), and its template is K2.5's with ``preserve_thinking`` as a
-    template variable (tinker-cookbook 0.6.1, ``renderers/kimi_k26.py``: K2.6's
+    template variable (tinker-cookbook 0.6.1, ``tinker_cookbook/renderers/kimi_k26.py``: K2.6's
     ``preserve_thinking=true`` is byte-equivalent to K2.5's renderer keeping the reasoning
     of history, which this renderer's ``preserve_thinking=True`` does). K2.6's own template
     is not available here; the oracles are Moonshot's K2.5 template rendered by
