@@ -31,6 +31,7 @@ FAMILIES: tuple[str, ...] = (
     "renderers.qwen3_5",
     "renderers.deepseek_v3",
     "renderers.deepseek_v3_1",
+    "renderers.deepseek_r1",
     "renderers.deepseek_v4",
     "renderers.kimi_k2",
     "renderers.kimi_k2_5",

@@ -76,6 +76,8 @@ def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
         ("qwen3.8", "Qwen35Tokenizer"),
         ("deepseek_v4", "DeepSeekV4Tokenizer"),
         ("kimi_k2.5", "KimiK25Tokenizer"),
+        ("kimi_k2.6", "KimiK26Tokenizer"),
+        ("deepseek_r1", "DeepSeekR1Tokenizer"),
         ("nemotron3_ultra", "Nemotron3Tokenizer"),
         ("glm5.3", "GlmTokenizer"),
     ],
@@ -532,3 +534,8 @@ def test_models_names_where_each_tokenizer_loads_from() -> None:
     assert "qwen3: Qwen/Qwen3-8B\n  tokenizer: Qwen/Qwen3-8B\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:Llama3Tokenizer\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:TekkenTokenizer\n" in out
+    for name, model, tokenizer in (
+        ("deepseek_r1", "deepseek-ai/DeepSeek-R1", "DeepSeekR1Tokenizer"),
+        ("kimi_k2.6", "moonshotai/Kimi-K2.6", "KimiK26Tokenizer"),
+    ):
+        assert f"{name}: {model}\n  tokenizer: tml_renderers.tokenizers:{tokenizer}\n" in out

@@ -174,6 +174,7 @@ def _kimi_encode(model_id: str) -> Callable[[str], list[int]]:
 Q3, Q35, Q38 = "Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.8-27B"
 V3, V31, V4 = "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V4-Pro"
 K2, K2T, K25 = "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5"
+K26, R1 = "moonshotai/Kimi-K2.6", "deepseek-ai/DeepSeek-R1"
 GPT_OSS = "openai/gpt-oss-20b"
 NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
 NEMOTRON_SUPER = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B"
@@ -248,6 +249,19 @@ MODES = [
         BOS,
         content_differs="</think>",
     ),
+    Mode(
+        "deepseek_r1",
+        "deepseek_r1",
+        R1,
+        (),
+        ThinkingPart,
+        "prompt",  # (the prompt opens the reasoning; continue_final_message cannot)
+        lambda: (Path(__file__).parent / "data" / "deepseek_r1_chat_template.jinja").read_text(
+            "utf-8"
+        ),
+        _tml(R1),
+        BOS,
+    ),
     Mode("deepseek_v4", "deepseek_v4", V4, (), ThinkingPart, "tml", encode=_tml(V4)),
     Mode(
         "deepseek_v4-chat",
@@ -289,6 +303,18 @@ MODES = [
         "reasoning_content",
         lambda: _shared_template(K25),
         _tml(K25),
+        final_calls=True,
+        content_differs="<think></think>",
+    ),
+    Mode(
+        "kimi_k2.6",
+        "kimi_k2.6",
+        K26,
+        (("tool_declaration", "json"),),
+        ThinkingPart,
+        "reasoning_content",
+        lambda: _shared_template(K25),  # (K2.6's own template is not available here)
+        _tml(K26),
         final_calls=True,
         content_differs="<think></think>",
     ),

@@ -487,6 +487,34 @@ def v31_keep_canonical(m: Message) -> Message:
     parts = list(m.parts)
     if not any(_is_call(p) for p in parts):
         parts = _inline_reasoning(parts)
+    return _opened_reasoning(parts)
+
+
+def r1_canonical(m: Message) -> Message:
+    """DeepSeek-R1: the trained turn as sampled after ``<think>\n``, as V3.1's kept
+    turn (:func:`v31_keep_canonical`) but with its text written whole (a ``</think>`` in
+    it is ordinary text)."""
+    return _opened_reasoning(list(m.parts))
+
+
+def r1_trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+    """DeepSeek-R1 (documented): the generation prompt after tool outputs opens no think
+    block, so a trained turn there cannot keep its reasoning."""
+    i = len(msgs) - 1
+    m = msgs[i]
+    if m.role != "assistant" or _previous_role(msgs) != "tool":
+        return None
+    if not any(type(p) is ThinkingPart and p.text for p in m.parts):
+        return None
+    pattern = (
+        rf"^messages\[{i}\]: deepseek_r1 cannot write the reasoning of this trained turn "
+        r"\(the generation prompt after tool outputs opens no think block\); pass "
+        r"reasoning='drop' to leave it out, or remove it$"
+    )
+    return pattern, Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
+
+
+def _opened_reasoning(parts: list[Part]) -> Message:
     out: list[Part] = []
     if parts and type(parts[0]) is ThinkingPart:
         if parts[0].text:
@@ -552,6 +580,12 @@ def v31_trained_reasoning(*, keep: bool) -> TrainedReasoning:
 
 
 DEEPSEEK_V31 = Layout(
+    segment_markers=("<｜tool▁sep｜>",),
+    kept_controls=(*_DEEPSEEK_CALL_TOKENS, "<think>", "</think>"),
+    call_markers=_DEEPSEEK_CALL_TOKENS,
+)
+DEEPSEEK_R1 = Layout(
+    separators=r"\n",
     segment_markers=("<｜tool▁sep｜>",),
     kept_controls=(*_DEEPSEEK_CALL_TOKENS, "<think>", "</think>"),
     call_markers=_DEEPSEEK_CALL_TOKENS,
@@ -1281,6 +1315,15 @@ SPECS = [
         trained_reasoning=v31_trained_reasoning(keep=True),
     ),
     Spec(
+        "deepseek_r1",
+        "deepseek-ai/DeepSeek-R1",
+        (),
+        strategies.assistant_messages(),
+        r1_canonical,
+        DEEPSEEK_R1,
+        trained_reasoning=r1_trained_reasoning,
+    ),
+    Spec(
         "kimi_k2",
         "moonshotai/Kimi-K2-Instruct",
         (),
@@ -1395,6 +1438,14 @@ SPECS = [
     Spec(
         "kimi_k2.5",
         "moonshotai/Kimi-K2.5",
+        (),
+        strategies.assistant_messages().map(with_kimi_ids),
+        kimi_thinking_keep_canonical,
+        KIMI,
+    ),
+    Spec(
+        "kimi_k2.6",
+        "moonshotai/Kimi-K2.6",
         (),
         strategies.assistant_messages().map(with_kimi_ids),
         kimi_thinking_keep_canonical,

@@ -105,6 +105,21 @@ def _kimi_k25(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return k25.official_ids(k25.official_text(k25.K25[0], messages, tools, gen))
 
 
+def _deepseek_r1(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """DeepSeek-R1's template (tests/test_deepseek_r1.py)."""
+    from tests import test_deepseek_r1 as r1
+
+    return r1.ids(r1.official_text(messages, gen))
+
+
+def _kimi_k26(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """Moonshot's Kimi-K2.5 template with K2.6's tokenizer (tests/test_kimi_k2_6.py)."""
+    from tests import test_kimi_k2_5 as k25
+    from tests import test_kimi_k2_6 as k26
+
+    return k26.ids(k25.official_text(k25.K25[0], messages, tools, gen))
+
+
 def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     """Llama 3.1's template (tests/test_llama3.py) with the llama-models tokenizer."""
     from tests import test_llama3
@@ -140,6 +155,8 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
+    ("kimi_k2.6", {"tool_declaration": "json"}, _kimi_k26),
+    ("deepseek_r1", {}, _deepseek_r1),
     ("nemotron3", {}, _nemotron3("nemotron3")),
     ("nemotron3", {"enable_thinking": False}, _nemotron3("nemotron3", enable_thinking=False)),
     ("nemotron3_super", {}, _nemotron3("nemotron3_super")),
@@ -162,6 +179,8 @@ MODEL_IDS = {
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
+    "kimi_k2.6": "moonshotai/Kimi-K2.6",
+    "deepseek_r1": "deepseek-ai/DeepSeek-R1",
     "nemotron3": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B",
     "nemotron3_super": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B",
     "nemotron3_ultra": "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B",
@@ -254,6 +273,7 @@ WRITES_TRAINED_REASONING = {
     ("qwen3.8", ()),
     ("deepseek_v4", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),
+    ("kimi_k2.6", (("tool_declaration", "json"),)),
     ("nemotron3", ()),
     ("nemotron3_super", ()),
     ("nemotron3_ultra", ()),
@@ -262,9 +282,23 @@ WRITES_TRAINED_REASONING = {
     ("glm5.3", (("clear_thinking", True),)),
     ("glm5.3_flash", (("clear_thinking", True),)),
 }
+# DeepSeek-R1 writes the reasoning of a trained answer after a user message, not after tool
+# outputs (the prompt there opens no think block).
+WRITES_TRAINED_REASONING_CASES = {("deepseek_r1", "answer")}
 # Formats checked on prompts only where a turn is trained: tml-renderers' supervised
-# examples train the last turn only; Kimi-K2.5 trains it as sampled (tests/test_kimi_k2_5.py).
-TML = ("qwen3.5", "qwen3.8", "deepseek_v4", "kimi_k2.5", "glm5.2", "glm5.3", "glm5.3_flash")
+# examples train the last turn only; Kimi-K2.5/K2.6 and DeepSeek-R1 train it as sampled
+# (tests/test_kimi_k2_5.py, tests/test_deepseek_r1.py).
+TML = (
+    "qwen3.5",
+    "qwen3.8",
+    "deepseek_v4",
+    "kimi_k2.5",
+    "kimi_k2.6",
+    "deepseek_r1",
+    "glm5.2",
+    "glm5.3",
+    "glm5.3_flash",
+)
 
 
 @variant_param
@@ -279,7 +313,10 @@ def test_trained_reasoning_the_format_cannot_write_is_refused_or_dropped(
     r = renderer(name, options)
     messages = TRAINED_CASES[case]
     stripped = [*messages[:-1], _without_reasoning(messages[-1])]
-    if (name, tuple(sorted(options.items()))) in WRITES_TRAINED_REASONING:
+    if (name, tuple(sorted(options.items()))) in WRITES_TRAINED_REASONING or (
+        name,
+        case,
+    ) in WRITES_TRAINED_REASONING_CASES:
         r.build_supervised_example(messages, tools=TOOLS)
         return
     with pytest.raises(ValueError, match=r"^messages\[\d\]: .*reasoning='drop'") as raised:
@@ -352,8 +389,10 @@ CONVERSATIONS = [(c.id, c.messages, c.tools) for c in CORPUS] + [
 
 
 # DeepSeek-V3.1 in thinking mode writes every turn but a kept last one as non-thinking
-# (module docstring; tests/test_properties.py test_v31_thinking_history_...).
-NON_THINKING_HISTORY = {"deepseek_v3.1-thinking=True-keep_thinking=True"}
+# (module docstring; tests/test_properties.py test_v31_thinking_history_...); so does
+# DeepSeek-R1, as its template writes history (``<｜Assistant｜>`` without the prompt's
+# ``<think>\n``; tests/test_deepseek_r1.py test_history_turns_render_as_...).
+NON_THINKING_HISTORY = {"deepseek_v3.1-thinking=True-keep_thinking=True", "deepseek_r1"}
 
 
 def _first_trained_turn(example: Any) -> tuple[int, int]:

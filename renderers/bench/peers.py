@@ -395,6 +395,8 @@ _MATCHES: dict[str, list[_Match]] = {
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
     "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
+    "kimi_k2.6": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
+    "deepseek_r1": [_Match(TML, "DeepSeekR1()", tools=False)],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
     "nemotron3": [_Match(TML, "Nemotron3()", **_NEMOTRON3)],
     "nemotron3_super": [_Match(TML, "Nemotron3()", **_NEMOTRON3)],
