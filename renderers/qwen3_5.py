@@ -554,7 +554,8 @@ class Qwen35Renderer(_Qwen35Family):
 
 
 class Qwen36Renderer(_Qwen35Family):
-    """Renderer and parser for Qwen3.6 (Qwen3.5's format, scalars written as JSON)."""
+    """Renderer and parser for Qwen3.6 (Qwen3.5's format, scalars written as JSON); the
+    model ids are those TRL's ``chat_templates/README.md`` names for ``qwen3_6.jinja``."""
 
     name = "qwen3.6"
     default_model = "Qwen/Qwen3.6-27B"
