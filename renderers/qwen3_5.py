@@ -1,5 +1,6 @@
-"""Qwen3.5 and Qwen3.8 (``Qwen/Qwen3.5-27B``..., ``Qwen/Qwen3.8-27B``): ChatML turns, a
-think block opened by every generation prompt, XML tool calls.
+"""Qwen3.5, Qwen3.6 and Qwen3.8 (``Qwen/Qwen3.5-27B``..., ``Qwen/Qwen3.6-27B``...,
+``Qwen/Qwen3.8-27B``): ChatML turns, a think block opened by every generation prompt, XML
+tool calls. Qwen3.6's template is Qwen3.5's with ``preserve_thinking`` and JSON scalars.
 
 What the official templates render (``⏎`` is a newline; every message's text is trimmed
 of surrounding whitespace, as the templates' ``|trim`` does)::
@@ -21,7 +22,7 @@ end-of-sequence.
 - **System turn**: with tools, the tool block (each tool as ``tojson``:
   ``ensure_ascii=False``, default separators) comes first and the first system message's
   text follows after a blank line; without tools the system message is its own turn
-  (an empty one: an empty turn in Qwen3.5, none in Qwen3.8). A system message anywhere
+  (an empty one: an empty turn in Qwen3.5/3.6, none in Qwen3.8). A system message anywhere
   else is an error in the templates, and here.
 - **Generation prompt**: ``<|im_start|>assistant⏎<think>⏎``: the completion starts inside
   the reasoning, and the parser starts in the thinking state. ``enable_thinking=False``
@@ -30,10 +31,11 @@ end-of-sequence.
 - **Reasoning**: an assistant turn after the last user query gets a think block (empty
   without reasoning); turns before it are written without one (their reasoning dropped),
   unless ``preserve_thinking``; training such a turn is a ``ValueError`` (its untrained
-  prefix would not be the generation prompt, which opens a think block). Qwen3.5, like
-  Qwen3, reads reasoning written inline in a
-  plain answer (``"<think>r</think>answer"``: the text before ``</think>`` is the
-  reasoning); Qwen3.8 does not.
+  prefix would not be the generation prompt, which opens a think block). Qwen3.5 and 3.6,
+  like Qwen3, read reasoning written inline in a plain answer
+  (``"<think>r</think>answer"``: the text before ``</think>`` is the reasoning); Qwen3.8
+  does not. With ``enable_thinking=False`` an untrained last turn
+  keeps its reasoning, as the template writes it.
 - **Tool calls**: after the text, the first call is preceded by a blank line (none when
   the message has no text), later ones by a newline. Each argument is a
   ``<parameter=KEY>`` block: a string value as is; other values as JSON (``tojson``), but
@@ -48,8 +50,8 @@ end-of-sequence.
   writes each value's JSON text as given instead (arguments parsed from a completion then
   render back as sampled). ``arguments: ""`` is a call without arguments (no
   ``<parameter>``): Qwen3.8's template skips it (``tool_call.arguments != ''``); Qwen3.5's
-  template fails on it (``|items`` of a string), and vLLM hands the template ``{}`` for it,
-  which renders the same way.
+  and 3.6's fail on it (``|items`` of a string), and vLLM hands the template ``{}`` for
+  it, which renders the same way.
 - **Tool results** follow the call turn as a user turn holding one ``<tool_response>``
   block per result.
 - **Qwen3.8 reasoning effort**: ``reasoning_effort="xhigh"`` (default) or ``"low"`` puts
@@ -78,6 +80,15 @@ line (not a newline) between text and the first call; nested argument values as
 ``tojson`` (``{"a": 1}``, not ``{"a":1}``); a system message only at the start; Qwen3.5's
 inline-reasoning convention; ``preserve_thinking`` history blocks written with the
 template's newlines.
+
+Qwen3.6 against its official template (``qwen3_6.jinja``, TRL's byte-exact copy; the
+tokenizer is Qwen3.5's, as tinker-cookbook 0.6.1 ``model_info.py`` records), 42 corpus
+conversations under ``{}``, ``enable_thinking=False`` and ``preserve_thinking=True``: 177
+of 177 generation prompts, 123 of 123 whole conversations and 85 of 85 supervised
+examples equal (a late system message is an error in both; 8 examples with reasoning
+and thinking off are refused, see ``reasoning``); the 85 trained turns parse back to
+their messages, streaming as in one shot, and tml's ``Qwen35`` parser reads the 60 it
+can as we do (tests/test_qwen3_6.py).
 
 Prefill: after the generation prompt, which opens the think block (the prefill starts the
 reasoning, as ``continue_final_message="reasoning_content"`` writes it) or, with
@@ -126,7 +137,14 @@ from renderers.qwen3 import _assistant_parts
 from renderers.rendering import Renderer, checked_arguments, joined_text_parts, plain_text
 from renderers.rollout import ExtensionProperty
 
-__all__ = ["Qwen35Options", "Qwen35Renderer", "Qwen38Options", "Qwen38Renderer", "grammar"]
+__all__ = [
+    "Qwen35Options",
+    "Qwen35Renderer",
+    "Qwen36Renderer",
+    "Qwen38Options",
+    "Qwen38Renderer",
+    "grammar",
+]
 
 _TOJSON = json.JSONEncoder(ensure_ascii=False).encode
 """The templates' ``tojson`` (transformers': non-ASCII kept, default separators)."""
@@ -157,14 +175,14 @@ _EFFORT_INSTRUCTIONS = {
 
 @dataclass(frozen=True, slots=True)
 class Qwen35Options:
-    """Options of the Qwen3.5 format (names follow the templates' kwargs)."""
+    """Options of the Qwen3.5 and Qwen3.6 formats (names follow the templates' kwargs)."""
 
     enable_thinking: bool = True
     """False: the generation prompt closes an empty think block (no reasoning)."""
     preserve_thinking: bool = False
     """True: every assistant turn keeps its think block and reasoning (the Qwen3.6+
-    templates' kwarg). False (Qwen3.5's template): turns before the last user query are
-    written without one."""
+    templates' kwarg). False (the default; Qwen3.5's template has no kwarg): turns before
+    the last user query are written without one."""
     reasoning: Reasoning = "error"
     """What to do with reasoning of a trained turn that the format cannot write
     (``enable_thinking=False``): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it
@@ -378,13 +396,16 @@ class _Qwen35Family(Renderer):
         parts = _assistant_parts(m) if self._inline_reasoning else list(m.parts)
         has_reasoning = any(type(p) is ThinkingPart and p.text.strip() for p in parts)
         if last and not options.enable_thinking and has_reasoning:
-            if options.reasoning == "error" and w.trains(i):
+            if not w.trains(i):
+                last = False  # not trained: its reasoning as the template writes it
+            elif options.reasoning == "error":
                 raise ValueError(
                     f"messages[{i}]: {self.name} with enable_thinking=False cannot write the "
                     "reasoning of this trained turn (the generation prompt closes an empty "
                     "think block); pass reasoning='drop' to leave it out, or remove it"
                 )
-            parts = [p for p in parts if type(p) is not ThinkingPart]
+            else:
+                parts = [p for p in parts if type(p) is not ThinkingPart]
         w.control(self.im_start, i)
         w.text("assistant\n", i)
         previous: str | None = None  # the kind of the last thing written
@@ -528,6 +549,24 @@ class Qwen35Renderer(_Qwen35Family):
     )
     Options = Qwen35Options
     _python_scalars = True
+    _inline_reasoning = True
+    _empty_system_turn = True
+
+
+class Qwen36Renderer(_Qwen35Family):
+    """Renderer and parser for Qwen3.6 (Qwen3.5's format, scalars written as JSON); the
+    model ids are those TRL's ``chat_templates/README.md`` names for ``qwen3_6.jinja``."""
+
+    name = "qwen3.6"
+    default_model = "Qwen/Qwen3.6-27B"
+    model_ids = (
+        "Qwen/Qwen3.6-27B",
+        "Qwen/Qwen3.6-27B-FP8",
+        "Qwen/Qwen3.6-35B-A3B",
+        "Qwen/Qwen3.6-35B-A3B-FP8",
+    )
+    Options = Qwen35Options
+    _python_scalars = False
     _inline_reasoning = True
     _empty_system_turn = True
 

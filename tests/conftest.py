@@ -54,6 +54,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # bundles stand in for them (tml-renderers is also their rendering and parsing oracle).
 TML_TOKENIZERS = {
     "Qwen/Qwen3.5-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
+    "Qwen/Qwen3.6-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
     "Qwen/Qwen3.8-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
     "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
     "deepseek-ai/DeepSeek-R1": "tml_renderers.tokenizers:DeepSeekR1Tokenizer",

@@ -73,6 +73,7 @@ def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
     ("model", "tokenizer"),
     [
         ("qwen3.5", "Qwen35Tokenizer"),
+        ("qwen3.6", "Qwen35Tokenizer"),
         ("qwen3.8", "Qwen35Tokenizer"),
         ("deepseek_v4", "DeepSeekV4Tokenizer"),
         ("kimi_k2.5", "KimiK25Tokenizer"),

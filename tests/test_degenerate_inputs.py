@@ -183,6 +183,14 @@ FORMATS = [
         object_arguments=True,
     ),
     Format(
+        "qwen3.6",
+        QWEN35,
+        lambda: trl_template("qwen3_6"),
+        _tml_encode(QWEN35),
+        _named("qwen3.6", QWEN35),
+        object_arguments=True,
+    ),
+    Format(
         "qwen3.8",
         QWEN35,
         lambda: trl_template("qwen3_8"),

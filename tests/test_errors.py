@@ -83,11 +83,12 @@ def test_unknown_role_names_the_message(spec: Spec, role: str) -> None:
 
 # -- tool-call arguments ---------------------------------------------------------------------
 
-# Formats that write one parameter block per argument (Qwen3.5/3.8 and Nemotron-3 XML,
+# Formats that write one parameter block per argument (Qwen3.5/3.6/3.8 and Nemotron-3 XML,
 # DeepSeek-V4 DSML, GLM-5 key/value pairs): arguments must be a JSON object (their
 # templates iterate over its items).
 PARAMETER_BLOCKS = {
     "qwen3.5",
+    "qwen3.6",
     "qwen3.8",
     "deepseek_v4",
     "nemotron3",
@@ -108,7 +109,7 @@ def test_tool_call_arguments_that_are_not_json_name_the_message(spec: Spec, argu
     r = spec.renderer()
     if arguments == "" and spec.name in PARAMETER_BLOCKS:
         # Their templates (encoder) define it: no parameter (Qwen3.8's template, vLLM's {}
-        # for Qwen3.5, Nemotron-3 and GLM-5), one string argument "arguments" (DeepSeek-V4's
+        # for Qwen3.5/3.6, Nemotron-3 and GLM-5), one string argument "arguments" (DeepSeek-V4's
         # encoder).
         r.build_supervised_example([{"role": "user", "content": "q"}, assistant_call("")])
         return
@@ -213,6 +214,9 @@ RENDERS_REASONING_EXCEPT: dict[tuple[str, Any], dict[str, tuple[str, bool]]] = {
     # turn cannot carry reasoning (history turns drop theirs by the template's design).
     ("qwen3.5", (("enable_thinking", False),)): dict.fromkeys(
         ("trained", "between_text", "before_calls"), (QWEN_NO_THINKING % "5", False)
+    ),
+    ("qwen3.6", (("enable_thinking", False),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (QWEN_NO_THINKING % "6", False)
     ),
     ("qwen3.8", (("enable_thinking", False), ("preserve_thinking", False))): dict.fromkeys(
         ("trained", "between_text", "before_calls"), (QWEN_NO_THINKING % "8", False)

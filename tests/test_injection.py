@@ -26,10 +26,11 @@ HARMLESS = "plain words"
 HARMLESS_ANSWER = "plain answer"
 
 # Formats whose documented input convention splits an assistant *string* at "</think>"
-# (Qwen3 without reasoning; DeepSeek-V3.1 on a plain answer), as their templates do: the
-# text before it becomes reasoning. That is interpretation by design, not injection, so
-# in assistant text (only) these formats get the control strings without "</think>".
-SPLITS_AT_THINK_END = {"qwen3", "qwen3.5", "deepseek_v3.1"}
+# (Qwen3, Qwen3.5 and 3.6 without reasoning; DeepSeek-V3.1 on a plain answer), as their
+# templates do: the text before it becomes reasoning. That is interpretation by design,
+# not injection, so in assistant text (only) these formats get the control strings
+# without "</think>".
+SPLITS_AT_THINK_END = {"qwen3", "qwen3.5", "qwen3.6", "deepseek_v3.1"}
 
 # Where a template drops the reasoning of the trained (last) turn, the renderer refuses it
 # (the error is asserted by ``trainable``) and the supervised builds below train on the

@@ -172,6 +172,7 @@ def _kimi_encode(model_id: str) -> Callable[[str], list[int]]:
 
 
 Q3, Q35, Q38 = "Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.8-27B"
+Q36 = "Qwen/Qwen3.6-27B"
 V3, V31, V4 = "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V4-Pro"
 K2, K2T, K25 = "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5"
 K26, R1 = "moonshotai/Kimi-K2.6", "deepseek-ai/DeepSeek-R1"
@@ -214,6 +215,7 @@ def _qwen(name: str, model: str, template: Callable[[], str], encode: Any) -> li
 MODES = [
     *_qwen("qwen3", Q3, lambda: _hf_config_template(Q3), _hf(Q3)),
     *_qwen("qwen3.5", Q35, lambda: trl_template("qwen3_5_think"), _tml(Q35)),
+    *_qwen("qwen3.6", Q36, lambda: trl_template("qwen3_6"), _tml(Q36)),
     *_qwen("qwen3.8", Q38, lambda: trl_template("qwen3_8"), _tml(Q38)),
     Mode(
         "deepseek_v3",

@@ -801,7 +801,7 @@ GPT_OSS = Layout(text_check=gpt_oss_text_check)
 GPT_OSS_MESSAGES = strategies.assistant_messages(named_unparsed=True)
 GPT_OSS_DATE = (("date", "2025-06-01"),)
 
-# -- Qwen3.5 / Qwen3.8 ------------------------------------------------------------------------
+# -- Qwen3.5 / Qwen3.6 / Qwen3.8 ---------------------------------------------------------------
 
 
 def _xml_value(value: Any, python_scalars: bool) -> str:
@@ -1389,6 +1389,25 @@ SPECS = [
         QWEN35,
         conversations=QWEN35_CONVERSATIONS,
         trained_reasoning=qwen35_no_thinking_reasoning("qwen3.5", inline=True),
+    ),
+    Spec(
+        "qwen3.6",
+        "Qwen/Qwen3.6-27B",
+        (),
+        QWEN35_MESSAGES,
+        qwen35_canonical(inline=True, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
+    Spec(
+        "qwen3.6",
+        "Qwen/Qwen3.6-27B",
+        (("enable_thinking", False),),
+        QWEN35_MESSAGES,
+        qwen35_no_thinking_canonical(inline=True, python_scalars=False),
+        QWEN35,
+        conversations=QWEN35_CONVERSATIONS,
+        trained_reasoning=qwen35_no_thinking_reasoning("qwen3.6", inline=True),
     ),
     Spec(
         "qwen3.8",

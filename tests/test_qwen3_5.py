@@ -622,3 +622,17 @@ def test_a_trained_call_parses_back_to_the_values_it_was_given(name: str) -> Non
     completion = example.tokens[example.weights > 0].tolist()
     (call,) = r.parse_response(completion).message.tool_calls
     assert call.parsed_arguments() == json.loads(arguments)
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_an_untrained_last_turn_keeps_its_reasoning_with_thinking_off(name: str) -> None:
+    """Reasoning of a turn that is not trained is written as the template writes it, even
+    where thinking is off and the turn is last (trained, it would be refused)."""
+    r = get_renderer(name, tokenizer_for("Qwen/Qwen3.5-27B"), enable_thinking=False)
+    messages = [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "A", "reasoning_content": "R"},
+    ]
+    example = r.build_supervised_example(messages, train_on=("user",))
+    assert example.tokens.tolist() == official_ids(name, messages, enable_thinking=False)
+    assert "<think>\nR\n</think>\n\nA<|im_end|>" in r.decode(example.tokens.tolist())

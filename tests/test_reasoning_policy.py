@@ -20,6 +20,7 @@ helpers; Kimi-K2.5's too) and tml-renderers for the other 2026 families
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,23 @@ def _nemotron3(name: str, **options: Any) -> Oracle:
 
         config = nemotron.Config(name, nemotron.TEMPLATES[name], options)
         return nemotron.template_ids(nemotron.official_text(config, messages, tools, gen))
+
+    return ids
+
+
+def _qwen36(**options: Any) -> Oracle:
+    """Qwen3.6's official template (tests/test_qwen3_6.py, TRL's copy). With thinking on,
+    a whole conversation's assistant turns (all trained here) are encoded after their
+    ``<think>⏎`` apart, as sampled (documented in renderers/qwen3_5.py)."""
+
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_qwen3_6 as qwen36
+
+        text = qwen36.official_text(options, messages, tools, gen)
+        if gen or not options.get("enable_thinking", True):
+            return qwen36.template_ids(text)
+        pieces = re.split(r"(?<=<\|im_start\|>assistant\n<think>\n)", text)
+        return [t for piece in pieces for t in qwen36.template_ids(piece)]
 
     return ids
 
@@ -150,6 +168,9 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("gpt_oss", {"date": DATE}, _gpt_oss),
     ("qwen3.5", {}, _tml("qwen3.5")),
     ("qwen3.5", {"enable_thinking": False}, _tml("qwen3.5-enable_thinking=False")),
+    ("qwen3.6", {}, _qwen36()),
+    ("qwen3.6", {"enable_thinking": False}, _qwen36(enable_thinking=False)),
+    ("qwen3.6", {"preserve_thinking": True}, _qwen36(preserve_thinking=True)),
     ("qwen3.8", {}, _tml("qwen3.8")),
     ("qwen3.8", {"enable_thinking": False}, _tml("qwen3.8-enable_thinking=False")),
     ("deepseek_v4", {}, _tml("deepseek_v4")),
@@ -176,6 +197,7 @@ MODEL_IDS = {
     "kimi_k2_thinking": "moonshotai/Kimi-K2-Thinking",
     "gpt_oss": "openai/gpt-oss-20b",
     "qwen3.5": "Qwen/Qwen3.5-27B",
+    "qwen3.6": "Qwen/Qwen3.6-27B",
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
@@ -270,6 +292,8 @@ WRITES_TRAINED_REASONING = {
     ("qwen3", ()),
     ("gpt_oss", (("date", DATE),)),
     ("qwen3.5", ()),
+    ("qwen3.6", ()),
+    ("qwen3.6", (("preserve_thinking", True),)),
     ("qwen3.8", ()),
     ("deepseek_v4", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),

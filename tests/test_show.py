@@ -4,6 +4,7 @@ completions, HTML output, colour on a real terminal (a subprocess on a pty), and
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import pty
@@ -20,8 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from renderers import get_renderer
+from renderers import get_renderer, load_tokenizer
 from renderers.cli import main
+from renderers.registry import renderer_names
 from renderers.rendering import Renderer
 from renderers.view import supervised_view
 from renderers.view.terminal import visible_whitespace
@@ -340,3 +342,87 @@ def test_show_reads_a_saved_rollout(
     assert _bracketed(proc.stdout) == [visible_whitespace(qwen3.decode(c)) for c in completions]
     headers = re.findall(r"^── (\w+) · ", proc.stdout, re.M)
     assert headers == ["system", "user", "assistant", "user", "assistant"]
+
+
+# -- every family ------------------------------------------------------------------------
+
+SHOWN = ("tool_result_then_answer", "tool_call_with_reasoning", "reasoning_last", "multi_turn")
+"""Corpus conversations in order of preference: each family shows the first it can train
+(reasoning dropped where the format refuses it), every assistant turn trained if it can."""
+
+
+def _family_source(name: str) -> str:
+    """Where ``get_renderer(name)`` loads the tokenizer from offline: the class's
+    ``tokenizer_source``, or the stand-in the tests use for a default model the hub cache
+    lacks (tests/conftest.py)."""
+    from renderers.registry import renderer_class
+    from tests.conftest import TML_TOKENIZERS
+
+    cls = renderer_class(name)
+    return cls.tokenizer_source or TML_TOKENIZERS.get(cls.default_model, cls.default_model)
+
+
+def _shown_example(r: Renderer) -> tuple[dict[str, Any], str, Any]:
+    """The conversation (``{"messages", "tools"}``), the ``--train-on`` value and the
+    example it renders to: the first of :data:`SHOWN` the format can train."""
+    from tests.tml_oracle import without_reasoning
+
+    by_id = {c.id: c for c in CORPUS}
+    for conversation_id in SHOWN:
+        conversation = by_id[conversation_id]
+        for messages in (conversation.messages, without_reasoning(conversation.messages)):
+            for train_on in ("all_assistant", "last_assistant"):
+                try:
+                    example = r.build_supervised_example(
+                        messages, tools=conversation.tools, train_on=train_on
+                    )
+                except ValueError:
+                    continue
+                return {"messages": messages, "tools": conversation.tools}, train_on, example
+    raise AssertionError(f"{r.name} trains none of {SHOWN}")
+
+
+@pytest.mark.parametrize("name", renderer_names())
+def test_show_marks_exactly_the_trained_tokens_for_every_family(
+    name: str, tmp_path: Path, run: Callable[..., Outcome]
+) -> None:
+    """``renderers show`` on a conversation with a tool call and reasoning (where the
+    format trains them), as text and as HTML: exit 0, every trained token's text marked
+    as trained, the untrained prompt not."""
+    source = _family_source(name)
+    r = get_renderer(name, load_tokenizer(source))
+    record, train_on, example = _shown_example(r)
+    ids, weights = example.tokens.tolist(), example.weights.tolist()
+    assert 1.0 in weights and 0.0 in weights
+    # Each run of trained tokens, split where a message's header starts a new section.
+    starts = [s.start for s in supervised_view(ids, weights, r).segments]
+    trained = [
+        run
+        for a, b in itertools.pairwise([*starts, len(ids)])
+        for run in _trained_text(r, ids[a:b], weights[a:b])
+    ]
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(record))
+    args = ("show", "--model", name, "--tokenizer", source, "--train-on", train_on, str(path))
+
+    proc = run(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(ids)} tokens, {example.num_trained} trained" in proc.stdout
+    assert _bracketed(proc.stdout) == trained  # marked, and nothing else is
+
+    page = tmp_path / "page.html"
+    proc = run(*args, "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(
+        r'<script type="application/json" id="view-data">(.*?)</script>',
+        page.read_text(encoding="utf-8"),
+        re.S,
+    )
+    assert match
+    data = json.loads(match.group(1))
+    assert data["ids"] == ids
+    assert [value for value, count in data["weights"] for _ in range(count)] == weights
+    for token in ids:
+        assert data["text"][str(token)] == r.table.id_to_bytes[token].decode(
+            "utf-8", "backslashreplace"
+        )
