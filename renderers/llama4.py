@@ -289,10 +289,7 @@ def llama4_calls(text: str, forced: bool) -> list[tuple[Part, str]] | None:
     stripped = text.strip()
     if stripped.startswith("["):
         return bare_json_call_texts(stripped) or pythonic_calls(stripped)
-    typed = _typed_json_call(stripped)
-    if typed is not None:
-        return [(typed, stripped)]
-    return concatenated_json_calls(stripped)
+    return concatenated_json_calls(stripped, _typed_json_call)
 
 
 def _typed_json_call(text: str) -> ToolCallPart | None:

@@ -33,8 +33,10 @@ runs of text for a one-shot parse.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -711,10 +713,13 @@ def _bare_json_calls(text: str, with_id: bool = False) -> list[tuple[Part, str]]
     return calls
 
 
-def concatenated_json_calls(text: str) -> list[tuple[Part, str]] | None:
+def concatenated_json_calls(
+    text: str, also: Callable[[str], Part | None] | None = None
+) -> list[tuple[Part, str]] | None:
     """The calls ``text`` is when it is JSON call objects back to back, ``{...}{...}``
     (whitespace between them allowed), each ``{"name": ..., "arguments"|"parameters": ...}``
-    (Llama 4's template writes a message's calls so), with each call's text; else ``None``."""
+    (Llama 4's template writes a message's calls so) or an object ``also`` reads as a call,
+    with each call's text; else ``None``."""
     decoder = json.JSONDecoder()
     calls: list[tuple[Part, str]] = []
     at, end = 0, len(text)
@@ -729,22 +734,67 @@ def concatenated_json_calls(text: str) -> list[tuple[Part, str]] | None:
             _, stop = decoder.raw_decode(text, at)
         except ValueError:
             return None
-        call = _json_call(text[at:stop], ("arguments", "parameters"))
+        raw = text[at:stop]
+        call: Part | None = _json_call(raw, ("arguments", "parameters"))
         if type(call) is not ToolCallPart:
-            return None
-        calls.append((call, text[at:stop]))
+            call = also(raw) if also is not None else None
+            if call is None:
+                return None
+        calls.append((call, raw))
         at = stop
 
 
-def pythonic_calls(text: str) -> list[tuple[Part, str]] | None:
-    """The calls ``text`` is when it is a Python list of calls with keyword arguments of
-    literal values, ``[get_weather(city="Paris", days=2), now()]`` (Meta's ``python_list``
-    tool format, which Llama 3.2 and 4 are prompted to sample), each call's arguments as a
-    JSON object (Python's ``True``/``None`` as ``true``/``null``), with each call's text;
-    else ``None`` (positional arguments, names or expressions as values, anything else)."""
-    stripped = text.strip()
-    if not stripped.startswith("[") or not stripped.endswith("]"):
+def _bracketed_groups(text: str) -> list[str] | None:
+    """``text`` cut into its top-level bracketed groups, ``[...][...]`` (Python tokens, so
+    brackets inside strings do not count); ``None`` if anything else is at the top."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    groups: list[str] = []
+    depth, begin = 0, 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER):
+                continue
+            if tok.type in (tokenize.INDENT, tokenize.DEDENT):
+                continue
+            at = starts[tok.start[0] - 1] + tok.start[1]
+            if depth == 0:
+                if tok.string != "[":
+                    return None
+                begin = at
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+                if depth == 0:
+                    groups.append(text[begin : at + 1])
+    except (tokenize.TokenError, SyntaxError):
         return None
+    return groups if depth == 0 and groups else None
+
+
+def pythonic_calls(text: str) -> list[tuple[Part, str]] | None:
+    """The calls ``text`` is when it is Python lists of calls with keyword arguments of
+    literal values, ``[get_weather(city="Paris", days=2), now()]`` (Meta's ``python_list``
+    tool format, which Llama 3.2 and 4 are prompted to sample; llama-models' encoder writes
+    each call of a message as its own list, back to back), each call's arguments as a JSON
+    object (Python's ``True``/``None`` as ``true``/``null``), with each call's text; else
+    ``None`` (positional arguments, names or expressions as values, anything else)."""
+    groups = _bracketed_groups(text.strip())
+    if groups is None:
+        return None
+    calls: list[tuple[Part, str]] = []
+    for group in groups:
+        listed = _pythonic_list(group)
+        if listed is None:
+            return None
+        calls += listed
+    return calls
+
+
+def _pythonic_list(stripped: str) -> list[tuple[Part, str]] | None:
+    """One list of :func:`pythonic_calls`."""
     try:
         tree = ast.parse(stripped, mode="eval").body
     except (SyntaxError, ValueError):
