@@ -52,9 +52,16 @@ call turn and a tool result with ``<|eom|>``; and it writes a tool result as its
 The parser reads its calls and its ``<|eom|>``.
 
 Agreement, over the 44 conversations of ``tests/corpus.py`` (43 expressible: one spells
-control tokens as text): with the template AGREEMENT_TEMPLATE; with Meta's encoder
-AGREEMENT_META. No other library renders Llama 4 (tml-renderers 0.2.1 and tinker-cookbook
-0.6.1 have no Llama 4 renderer).
+control tokens as text; parallel calls and text beside calls, which Llama 3.1's template
+refuses or drops, this one writes): with the template 61 of 61 generation prompts, 19 of
+19 with tools in the system turn (a system message added where a conversation has
+none), and all 43 conversations' supervised tokens under every ``train_on`` (195
+examples); with Meta's encoder 31 of 31 generation prompts of the 24 conversations
+without tools, and its call turns for the corpus's 19 call messages, in its JSON and
+``python_list`` spellings, parse back to their calls (35 of 38; the other three it cannot
+write: two hold arguments nested deeper than its ``ToolCall`` type allows, one a name that
+is no Python name). No other library renders Llama 4 (tml-renderers 0.2.1 and
+tinker-cookbook 0.6.1 have no Llama 4 renderer), so there is no benchmark peer.
 
 Divergences from the template, on purpose:
 
