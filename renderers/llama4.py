@@ -73,6 +73,11 @@ Divergences from the template, on purpose:
   part of a system message); message text that spells a control token is encoded as
   ordinary text;
 - a tool name that needs JSON escaping is refused (the template writes it unescaped).
+
+A trained turn whose text opens with a line break cannot be trained: the template does
+not trim it, and in its tokens the header's ``⏎⏎`` and the line break are one token, half
+prompt and half completion (the writer refuses it, naming the message; untrained turns
+are written as the template writes them).
 """
 
 from __future__ import annotations

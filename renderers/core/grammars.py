@@ -12,7 +12,10 @@
 
 - **Bare JSON calls** (:class:`BareJsonParser`): a message that is nothing but a JSON object
   ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
-  call, as Llama 3.1 writes them; any other message is text.
+  call, as Llama 3.1 writes them; any other message is text. A parser may read more
+  spellings (``read_calls``: Llama 4's calls back to back, :func:`concatenated_json_calls`,
+  or as a Python list, :func:`pythonic_calls`), and a grammar's ``breaks`` (Llama 4's
+  ``<|python_start|>``/``<|python_end|>``) split text into regions read one by one.
 
 Reasoning ends only at its closing marker: a call drafted inside open reasoning stays
 reasoning text (reported as an issue), and a control token out of place is kept as text
