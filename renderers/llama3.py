@@ -55,8 +55,8 @@ generation prompts of the 24 conversations without tools. tinker-cookbook's ``ll
 (thinking-machines-lab/tinker-cookbook@dd7749f6, ``tinker_cookbook/renderers/llama3.py``)
 is a cross-check of the turn framing only: it leaves out the date header and writes calls
 as ``<function=NAME>{...}</function>``, on purpose (its docstring says so). Llama 3.0's
-template (no system header, no tools) and Llama 4 (``<|header_start|>`` turns, whose
-tokenizer and encoder llama-models also ships) are not covered.
+template (no system header, no tools) is not covered; Llama 4 (``<|header_start|>`` turns)
+is :mod:`renderers.llama4`.
 
 Divergences from the template, on purpose:
 

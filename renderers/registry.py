@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "renderers.nemotron3",
     "renderers.glm5",
     "renderers.llama3",
+    "renderers.llama4",
     "renderers.mistral",
 )
 """The modules of the model families; each defines one or more renderer classes."""

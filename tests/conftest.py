@@ -68,6 +68,9 @@ TML_TOKENIZERS = {
     "zai-org/GLM-5.3-Flash": "tml_renderers.tokenizers:GlmTokenizer",
     # Shipped by the publisher's own package (the families extra), not the hub.
     "meta-llama/Llama-3.1-8B-Instruct": "renderers.core.packaged_tokenizers:Llama3Tokenizer",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (
+        "renderers.core.packaged_tokenizers:Llama4Tokenizer"
+    ),
     "mistralai/Mistral-Nemo-Instruct-2407": "renderers.core.packaged_tokenizers:TekkenTokenizer",
 }
 

@@ -58,6 +58,7 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
         "kimi_k2_thinking",
         "gpt_oss",
         "llama3",  # tokenizers from their publishers' packages: no --tokenizer needed
+        "llama4",
         "mistral",
     ],
 )
@@ -534,6 +535,7 @@ def test_models_names_where_each_tokenizer_loads_from() -> None:
     out = run("models").stdout
     assert "qwen3: Qwen/Qwen3-8B\n  tokenizer: Qwen/Qwen3-8B\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:Llama3Tokenizer\n" in out
+    assert "tokenizer: renderers.core.packaged_tokenizers:Llama4Tokenizer\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:TekkenTokenizer\n" in out
     for name, model, tokenizer in (
         ("deepseek_r1", "deepseek-ai/DeepSeek-R1", "DeepSeekR1Tokenizer"),

@@ -164,6 +164,7 @@ CANNOT_RENDER_REASONING = {
     ("kimi_k2", ()): r"kimi_k2_thinking",
     ("kimi_k2", (("call_ids", "numbered"),)): r"kimi_k2_thinking",
     ("llama3", ()): r"the format has no place for reasoning",
+    ("llama4", ()): r"the format has no place for reasoning",
     ("mistral", ()): r"this version has no place for reasoning",
 }
 

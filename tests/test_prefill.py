@@ -147,6 +147,19 @@ def _meta_llama3() -> Any:
     return Tokenizer.get_instance()
 
 
+def _meta_llama4() -> Any:
+    """Meta's Llama 4 tokenizer (llama-models), which encodes control-token spellings."""
+    from llama_models.llama4.tokenizer import Tokenizer
+
+    return Tokenizer.get_instance()
+
+
+def _llama4_template() -> str:
+    from tests.test_llama4 import official_template
+
+    return official_template()
+
+
 def _mistral_prefilled(messages: list[dict[str, Any]]) -> list[int]:
     """mistral-common's ids of the conversation with the prefill as a ``prefix`` assistant
     message (its way to continue a turn)."""
@@ -182,6 +195,7 @@ NEMOTRON_SUPER = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B"
 NEMOTRON_ULTRA = "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B"
 GLM52, GLM53, GLM53_FLASH = "zai-org/GLM-5.2", "zai-org/GLM-5.3", "zai-org/GLM-5.3-Flash"
 L3 = "meta-llama/Llama-3.1-8B-Instruct"
+L4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 BOS = (("bos_token", "<｜begin▁of▁sentence｜>"),)
 EMPTY_THINK_QWEN = "<think>\n\n</think>\n\n"
 
@@ -396,6 +410,17 @@ MODES = [
         "content",
         lambda: trl_template("llama3_1"),
         lambda text: _meta_llama3().encode(text, bos=False, eos=False, allowed_special="all"),
+        (("bos_token", "<|begin_of_text|>"),),
+    ),
+    Mode(
+        "llama4",
+        "llama4",
+        L4,
+        (),
+        TextPart,
+        "content",
+        _llama4_template,
+        lambda text: _meta_llama4().encode(text, bos=False, eos=False, allowed_special="all"),
         (("bos_token", "<|begin_of_text|>"),),
     ),
     Mode(

@@ -137,6 +137,10 @@ class Spec:
     trained_reasoning: TrainedReasoning | None = None
     text_with_calls: bool = True
     """The format writes text beside a tool call (Llama 3: a call turn is the call alone)."""
+    leading_line_breaks: bool = True
+    """A trained turn's text may open with a line break. False where the generation prompt
+    ends in text the line break merges with into one token (Llama 4's ``\n\n`` after the
+    header, untrimmed text): the writer refuses such a turn, naming it."""
 
     def renderer(self) -> Renderer:
         return _renderer(self.name, self.model_id, self.options)
@@ -1165,6 +1169,36 @@ LLAMA3_MESSAGES = st.one_of(
 LLAMA3 = Layout(separators=r"\s")
 LLAMA3_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False)
 
+# -- Llama 4 ---------------------------------------------------------------------------------
+
+
+def llama4_canonical(m: Message) -> Message | None:
+    """What Llama 4 gives back: its text as written (the template writes a call turn's
+    text first, between ``<|python_start|>`` and ``<|python_end|>``), then its calls
+    (arguments as ``tojson`` writes them). Text that is itself JSON-looking (``{``/``[``
+    first) may read as calls: not expressible."""
+    text = "".join(p.text for p in m.parts if type(p) is TextPart)
+    if text.strip()[:1] in ("{", "["):
+        return None
+    parts: list[Part] = [TextPart(text)] if text else []
+    for call in (p for p in m.parts if _is_call(p)):
+        assert type(call) is ToolCallPart
+        arguments = json.dumps(json.loads(call.arguments), ensure_ascii=False)
+        parts.append(ToolCallPart(call.name, arguments))
+    return Message("assistant", parts)
+
+
+_LLAMA4_TEXT = strategies.text_parts().filter(lambda p: not re.match(r"\s*[\r\n]", p.text))
+"""Text a trained turn can open with: no line break before its first other character (it
+would merge with the header's ``\n\n``; see :attr:`Spec.leading_line_breaks`)."""
+LLAMA4_MESSAGES = st.one_of(
+    _LLAMA4_TEXT.map(lambda p: Message("assistant", [p])),
+    st.tuples(
+        st.one_of(st.none(), _LLAMA4_TEXT),
+        st.lists(strategies.tool_call_parts(), min_size=1, max_size=3),
+    ).map(lambda tc: Message("assistant", [*([tc[0]] if tc[0] else []), *tc[1]])),
+)
+
 # -- Mistral v3 -------------------------------------------------------------------------------
 
 
@@ -1257,6 +1291,17 @@ SPECS = [
         thinking=False,
         conversations=LLAMA3_CONVERSATIONS,
         text_with_calls=False,
+    ),
+    Spec(
+        "llama4",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        (),
+        LLAMA4_MESSAGES,
+        llama4_canonical,
+        Layout(),
+        thinking=False,
+        conversations=LLAMA3_CONVERSATIONS,
+        leading_line_breaks=False,
     ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
     Spec(
@@ -1568,6 +1613,11 @@ def test_text_split_at_every_character_renders_as_the_joined_text(spec: Spec, te
     edges and inside, one character per part, renders as the same text in one part."""
     r = spec.renderer()
     call = ToolCallPart("f", '{"a": 1}', id="functions.f:0")
+    if not spec.leading_line_breaks and text.startswith("\n"):
+        go = {"role": "user", "content": "Go."}
+        with pytest.raises(ValueError, match=r"messages\[1\]: .* cannot be trained"):
+            r.build_supervised_example([go, Message("assistant", [TextPart(text)])])
+        text = text.lstrip("\n")
     for tail in ([], [call]) if spec.text_with_calls else ([],):
         thinking = [ThinkingPart("x")] if spec.thinking else []
         split = [*thinking, *(TextPart(c) for c in text), *tail]

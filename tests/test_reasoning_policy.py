@@ -145,6 +145,16 @@ def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return test_llama3.template_ids(test_llama3.meta_tokenizer_instance(), messages, tools, gen)
 
 
+def _llama4(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+    """Llama 4's template (tests/test_llama4.py) with the llama-models tokenizer."""
+    from llama_models.llama4.tokenizer import Tokenizer
+
+    from tests import test_llama4
+
+    template = test_llama4.official_template()
+    return test_llama4.template_ids(template, Tokenizer.get_instance(), messages, tools, gen)
+
+
 def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     """mistral-common's encoder (tests/test_mistral.py), without its request validator
     (these conversations' call ids are not its 9 characters)."""
@@ -187,6 +197,7 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("glm5.3", {"clear_thinking": True}, _glm5("glm5.3", clear_thinking=True)),
     ("glm5.3_flash", {"clear_thinking": True}, _glm5("glm5.3_flash", clear_thinking=True)),
     ("llama3", {}, _llama3),
+    ("llama4", {}, _llama4),
     ("mistral", {}, _mistral),
 ]
 MODEL_IDS = {
@@ -210,6 +221,7 @@ MODEL_IDS = {
     "glm5.3": "zai-org/GLM-5.3",
     "glm5.3_flash": "zai-org/GLM-5.3-Flash",
     "llama3": "meta-llama/Llama-3.1-8B-Instruct",
+    "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
 }
 _BUILT: dict[Any, Renderer] = {}

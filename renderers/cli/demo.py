@@ -61,7 +61,7 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "deepseek_v3.1": {"thinking": True, "keep_thinking": True},
     "kimi_k2_thinking": {"keep_last_reasoning": True},
 }
-_NO_REASONING = ("kimi_k2", "llama3", "mistral")  # the format has no reasoning at all
+_NO_REASONING = ("kimi_k2", "llama3", "llama4", "mistral")  # the format has no reasoning at all
 _CALLS_ALONE = ("llama3", "mistral")  # a call turn holds the calls only (no text)
 
 

@@ -12,7 +12,10 @@
 
 - **Bare JSON calls** (:class:`BareJsonParser`): a message that is nothing but a JSON object
   ``{"name": ..., "arguments"|"parameters": {...}}`` (or a JSON list of them) is a tool
-  call, as Llama 3.1 writes them; any other message is text.
+  call, as Llama 3.1 writes them; any other message is text. A parser may read more
+  spellings (``read_calls``: Llama 4's calls back to back, :func:`concatenated_json_calls`,
+  or as a Python list, :func:`pythonic_calls`), and a grammar's ``breaks`` (Llama 4's
+  ``<|python_start|>``/``<|python_end|>``) split text into regions read one by one.
 
 Reasoning ends only at its closing marker: a call drafted inside open reasoning stays
 reasoning text (reported as an issue), and a control token out of place is kept as text
@@ -32,8 +35,12 @@ runs of text for a one-shot parse.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
+import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -53,13 +60,17 @@ from renderers.core.tokens import TokenTable
 
 __all__ = [
     "BareJsonParser",
+    "CallReader",
     "Move",
     "Region",
     "TagGrammar",
     "TaggedParser",
+    "bare_json_call_texts",
     "bare_json_calls",
+    "concatenated_json_calls",
     "glm_call_builder",
     "json_call_builder",
+    "pythonic_calls",
     "tag_moves",
     "xml_call_builder",
 ]
@@ -167,6 +178,10 @@ class TagGrammar:
     writes between a call and a think block)."""
     nested_think_is_reasoning: bool = False
     """A think marker inside open reasoning is reasoning text, not an issue (Qwen3.5)."""
+    breaks: tuple[int, ...] = ()
+    """Markers that end the text before them and open new text, and are dropped (Llama 4's
+    ``<|python_start|>``/``<|python_end|>``, which its template writes around a call turn's
+    text): each side is read on its own, so the text after them may be bare calls."""
     markers_cut_calls: bool = False
     """Any marker but the call's end, sampled inside a call, cuts the call there and is read
     after it (Qwen3.5). Otherwise only an opening marker does: a stray think end is call
@@ -178,7 +193,8 @@ class TagGrammar:
     _start: tuple[Region, Region] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        ids = (self.think, self.think_end, self.call, self.call_end, *self.ends_message)
+        ids = (self.think, self.think_end, self.call, self.call_end, *self.breaks)
+        ids += tuple(self.ends_message)
         object.__setattr__(self, "_structural", tuple(t for t in ids if t is not None))
         moves = tag_moves(self, False)
         object.__setattr__(self, "_moves", (moves, tag_moves(self, True)))
@@ -279,6 +295,10 @@ def tag_moves(g: TagGrammar, calls_end_reasoning: bool) -> Moves:
         g.call_end: Move(OPEN, after_call, 1),
     }
     table = {TEXT: in_text, THINKING: in_thinking, TOOL_CALL: in_call}
+    for t in g.breaks:
+        in_text[t] = Move(OPEN, text, 1)
+        in_thinking[t] = Move(KEEP, issue=nested)
+        in_call[t] = Move(KEEP, issue="{0} inside a tool call (kept as call text)")
     for t in g.ends_message:
         in_text[t] = in_thinking[t] = ends
         in_call[t] = cut if g.markers_cut_calls else ends
@@ -661,6 +681,11 @@ def bare_json_calls(text: str) -> list[Part] | None:
     return None if calls is None else [call for call, _ in calls]
 
 
+def bare_json_call_texts(text: str) -> list[tuple[Part, str]] | None:
+    """:func:`bare_json_calls` with each call's JSON text as sampled."""
+    return _bare_json_calls(text)
+
+
 def _bare_json_calls(text: str, with_id: bool = False) -> list[tuple[Part, str]] | None:
     """:func:`bare_json_calls` with each call's JSON text as sampled (``with_id``: calls may
     hold an ``"id"``)."""
@@ -691,6 +716,122 @@ def _bare_json_calls(text: str, with_id: bool = False) -> list[tuple[Part, str]]
     return calls
 
 
+def concatenated_json_calls(
+    text: str, also: Callable[[str], Part | None] | None = None
+) -> list[tuple[Part, str]] | None:
+    """The calls ``text`` is when it is JSON call objects back to back, ``{...}{...}``
+    (whitespace between them allowed), each ``{"name": ..., "arguments"|"parameters": ...}``
+    (Llama 4's template writes a message's calls so) or an object ``also`` reads as a call,
+    with each call's text; else ``None``."""
+    decoder = json.JSONDecoder()
+    calls: list[tuple[Part, str]] = []
+    at, end = 0, len(text)
+    while True:
+        while at < end and text[at] in " \t\r\n":
+            at += 1
+        if at == end:
+            return calls or None
+        if text[at] != "{":
+            return None
+        try:
+            _, stop = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        raw = text[at:stop]
+        call: Part | None = _json_call(raw, ("arguments", "parameters"))
+        if type(call) is not ToolCallPart:
+            call = also(raw) if also is not None else None
+            if call is None:
+                return None
+        calls.append((call, raw))
+        at = stop
+
+
+def _bracketed_groups(text: str) -> list[str] | None:
+    """``text`` cut into its top-level bracketed groups, ``[...][...]`` (Python tokens, so
+    brackets inside strings do not count); ``None`` if anything else is at the top."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    groups: list[str] = []
+    depth, begin = 0, 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER):
+                continue
+            if tok.type in (tokenize.INDENT, tokenize.DEDENT):
+                continue
+            at = starts[tok.start[0] - 1] + tok.start[1]
+            if depth == 0:
+                if tok.string != "[":
+                    return None
+                begin = at
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+                if depth == 0:
+                    groups.append(text[begin : at + 1])
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return groups if depth == 0 and groups else None
+
+
+def pythonic_calls(text: str) -> list[tuple[Part, str]] | None:
+    """The calls ``text`` is when it is Python lists of calls with keyword arguments of
+    literal values, ``[get_weather(city="Paris", days=2), now()]`` (Meta's ``python_list``
+    tool format, which Llama 3.2 and 4 are prompted to sample; llama-models' encoder writes
+    each call of a message as its own list, back to back), each call's arguments as a JSON
+    object (Python's ``True``/``None`` as ``true``/``null``), with each call's text; else
+    ``None`` (positional arguments, names or expressions as values, anything else)."""
+    groups = _bracketed_groups(text.strip())
+    if groups is None:
+        return None
+    calls: list[tuple[Part, str]] = []
+    for group in groups:
+        listed = _pythonic_list(group)
+        if listed is None:
+            return None
+        calls += listed
+    return calls
+
+
+def _pythonic_list(stripped: str) -> list[tuple[Part, str]] | None:
+    """One list of :func:`pythonic_calls`."""
+    try:
+        tree = ast.parse(stripped, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if not isinstance(tree, ast.List) or not tree.elts:
+        return None
+    calls: list[tuple[Part, str]] = []
+    for node in tree.elts:
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        name = ast.get_source_segment(stripped, node.func)
+        if name is None or not re.fullmatch(r"[A-Za-z_][\w.\-]*", name):
+            return None
+        arguments: dict[str, object] = {}
+        for keyword in node.keywords:
+            if keyword.arg is None or keyword.arg in arguments:
+                return None
+            try:
+                arguments[keyword.arg] = ast.literal_eval(keyword.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+        try:
+            encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):  # a set, bytes, complex or non-finite number
+            return None
+        calls.append((ToolCallPart(name, encoded), ast.get_source_segment(stripped, node) or ""))
+    return calls
+
+
+CallReader: TypeAlias = Callable[[str, bool], list[tuple[Part, str]] | None]
+"""Reads a held text region (and whether it follows the call token) as calls with each
+call's text, or ``None`` when it spells none (see :class:`BareJsonParser`)."""
+
+
 class BareJsonParser(TaggedParser):
     """Completions whose text may be a bare JSON tool call (see :func:`bare_json_calls`).
 
@@ -701,7 +842,9 @@ class BareJsonParser(TaggedParser):
     ``calls_after_call_token`` (Mistral's ``[TOOL_CALLS][{"name": ..., "arguments": ...,
     "id": ...}]``): the grammar's call token opens such a region whatever it holds (calls
     may carry an ``"id"``), and a body that spells no calls is an unparsed call;
-    ``text_calls=False``: text regions are only ever text.
+    ``text_calls=False``: text regions are only ever text. ``read_calls`` reads a region
+    as calls in place of :func:`bare_json_calls` (Llama 4: JSON calls back to back or a
+    Python list of calls as well).
     """
 
     def __init__(
@@ -715,6 +858,7 @@ class BareJsonParser(TaggedParser):
         calls_end_reasoning: bool = False,
         calls_after_call_token: bool = False,
         text_calls: bool = True,
+        read_calls: CallReader | None = None,
     ) -> None:
         super().__init__(
             grammar,
@@ -732,6 +876,7 @@ class BareJsonParser(TaggedParser):
         self._forced = False  # the region follows the call token (calls_after_call_token)
         self._calls_after_call_token = calls_after_call_token
         self._region_start = 0
+        self._read_calls: CallReader = read_calls or _bare_json_calls
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         return False, None  # text may be held back as a JSON call
@@ -757,7 +902,7 @@ class BareJsonParser(TaggedParser):
         text."""
         held, self._held, json_like, self._json = self._held, "", self._json, self._undecided
         forced, self._forced = self._forced, False
-        calls = _bare_json_calls(held, forced) if json_like and stopped else None
+        calls = self._read_calls(held, forced) if json_like and stopped else None
         asm = self.asm
         if calls is None and forced:
             error = "expected a JSON list of calls" if stopped else "cut off before the stop token"

@@ -3,6 +3,10 @@
 - **Llama 3.x** (``llama-models``: ``llama_models/llama3/tokenizer.model``): tiktoken ranks
   (128,000) and 256 named special tokens after them, as ``llama_models.llama3.tokenizer.
   Tokenizer`` builds them (``<|begin_of_text|>`` = 128000 ... ``<|eot_id|>`` = 128009).
+- **Llama 4** (``llama-models``: ``llama_models/llama4/tokenizer.model``): tiktoken ranks
+  (200,000, the o200k split pattern) and 2,048 named special tokens after them, as
+  ``llama_models.llama4.tokenizer.Tokenizer`` builds them (``<|begin_of_text|>`` = 200000,
+  ``<|header_start|>`` = 200005, ``<|eot|>`` = 200008).
 - **Mistral** (``mistral-common``: ``mistral_common/data/tekken_240718.json``): Tekken,
   tiktoken ranks after the control tokens (``[INST]``, ``[TOOL_CALLS]`` ...), as
   mistral-common's ``Tekkenizer`` builds them (``MistralTokenizer.v3(is_tekken=True)``).
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Llama3Tokenizer", "TekkenTokenizer", "packaged_tokenizer"]
+__all__ = ["Llama3Tokenizer", "Llama4Tokenizer", "TekkenTokenizer", "packaged_tokenizer"]
 
 _MISSING = "{} ships this tokenizer: pip install 'exact-renderers[families]'"
 
@@ -76,6 +80,18 @@ class Llama3Tokenizer(_TiktokenTokenizer):
         super().__init__(meta.model, dict(meta.special_tokens))
 
 
+class Llama4Tokenizer(_TiktokenTokenizer):
+    """Llama 4's tokenizer from ``llama-models`` (Scout and Maverick share it)."""
+
+    def __init__(self) -> None:
+        try:
+            from llama_models.llama4.tokenizer import Tokenizer
+        except ImportError:
+            raise ImportError(_MISSING.format("llama-models")) from None
+        meta = Tokenizer.get_instance()
+        super().__init__(meta.model, dict(meta.special_tokens))
+
+
 class TekkenTokenizer(_TiktokenTokenizer):
     """Tekken as Mistral-Nemo, Ministral-8B and Mistral-Small-2409 use it
     (``MistralTokenizer.v3(is_tekken=True)``, ``tekken_240718.json``): control tokens take
@@ -114,11 +130,12 @@ class TekkenTokenizer(_TiktokenTokenizer):
 
 def packaged_tokenizer(tokenizer: Any) -> Any:
     """``tokenizer`` as an ordinary-text tokenizer when it is one of the packages' own
-    objects (llama-models' ``Tokenizer``, mistral-common's ``MistralTokenizer`` or its
+    objects (llama-models' Llama 3 or 4 ``Tokenizer``, mistral-common's ``MistralTokenizer`` or its
     ``Tekkenizer``); any other tokenizer as given."""
     module = type(tokenizer).__module__
-    if module.startswith("llama_models.llama3"):
-        llama = Llama3Tokenizer.__new__(Llama3Tokenizer)
+    if module.startswith(("llama_models.llama3", "llama_models.llama4")):
+        cls = Llama4Tokenizer if module.startswith("llama_models.llama4") else Llama3Tokenizer
+        llama = cls.__new__(cls)
         _TiktokenTokenizer.__init__(llama, tokenizer.model, dict(tokenizer.special_tokens))
         return llama
     if module.startswith("mistral_common."):
