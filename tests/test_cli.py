@@ -75,6 +75,7 @@ def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
         ("qwen3.5", "Qwen35Tokenizer"),
         ("qwen3.8", "Qwen35Tokenizer"),
         ("deepseek_v4", "DeepSeekV4Tokenizer"),
+        ("deepseek_v4.1", "DeepSeekV41Tokenizer"),
         ("kimi_k2.5", "KimiK25Tokenizer"),
         ("nemotron3_ultra", "Nemotron3Tokenizer"),
         ("glm5.3", "GlmTokenizer"),

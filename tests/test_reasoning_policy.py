@@ -139,6 +139,8 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("qwen3.8", {"enable_thinking": False}, _tml("qwen3.8-enable_thinking=False")),
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
+    ("deepseek_v4.1", {}, _tml("deepseek_v4.1")),
+    ("deepseek_v4.1", {"thinking_mode": "chat"}, _tml("deepseek_v4.1-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
     ("nemotron3", {}, _nemotron3("nemotron3")),
     ("nemotron3", {"enable_thinking": False}, _nemotron3("nemotron3", enable_thinking=False)),
@@ -161,6 +163,7 @@ MODEL_IDS = {
     "qwen3.5": "Qwen/Qwen3.5-27B",
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
+    "deepseek_v4.1": "deepseek-ai/DeepSeek-V4.1-Flash",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
     "nemotron3": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B",
     "nemotron3_super": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B",
@@ -243,7 +246,7 @@ TRAINED_CASES: dict[str, Conversation] = {
     "answer_after_tools": [QUESTION, CALLED, result("c1", "18 C", "get_weather"), REASONED],
 }
 # The variants that write the reasoning of these trained turns. The others refuse it:
-# Qwen3/3.5/3.8 and Kimi-K2.5 with thinking off, DeepSeek-V4 in chat mode, DeepSeek-V3 and
+# Qwen3/3.5/3.8 and Kimi-K2.5 with thinking off, DeepSeek-V4/V4.1 in chat mode, DeepSeek-V3 and
 # K2-Instruct (no reasoning), DeepSeek-V3.1 (its template drops every turn's; only
 # keep_thinking writes a last turn right after a user message), K2-Thinking (its template
 # empties the conversation's last plain answer).
@@ -253,6 +256,7 @@ WRITES_TRAINED_REASONING = {
     ("qwen3.5", ()),
     ("qwen3.8", ()),
     ("deepseek_v4", ()),
+    ("deepseek_v4.1", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),
     ("nemotron3", ()),
     ("nemotron3_super", ()),
@@ -264,7 +268,16 @@ WRITES_TRAINED_REASONING = {
 }
 # Formats checked on prompts only where a turn is trained: tml-renderers' supervised
 # examples train the last turn only; Kimi-K2.5 trains it as sampled (tests/test_kimi_k2_5.py).
-TML = ("qwen3.5", "qwen3.8", "deepseek_v4", "kimi_k2.5", "glm5.2", "glm5.3", "glm5.3_flash")
+TML = (
+    "qwen3.5",
+    "qwen3.8",
+    "deepseek_v4",
+    "deepseek_v4.1",
+    "kimi_k2.5",
+    "glm5.2",
+    "glm5.3",
+    "glm5.3_flash",
+)
 
 
 @variant_param

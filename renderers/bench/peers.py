@@ -27,10 +27,11 @@ Which peer renderer stands for which of ours (with our options for the same form
 - ``kimi_k2_thinking``: tml ``KimiK2()``; cookbook ``kimi_k2``.
 - ``gpt_oss``: tml ``GptOss(current_date=...)``; cookbook ``GptOssRenderer(tokenizer,
   use_system_prompt=True, reasoning_effort="medium", current_date=...)``.
-- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4`` (default options), ``kimi_k2.5``
-  (``tool_declaration="json"``, as the peer declares tools): tml ``Qwen35()``,
-  ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats are verified
-  against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
+- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4``, ``deepseek_v4.1`` (default options),
+  ``kimi_k2.5`` (``tool_declaration="json"``, as the peer declares tools): tml
+  ``Qwen35()``, ``Qwen38()``, ``DeepSeekV4()``, ``DeepSeekV41()``, ``KimiK25()``, the
+  oracle these formats are verified against (their tokenizers: ``--tokenizer
+  NAME=tml_renderers.tokenizers:...``).
 
 Nothing is timed before the outputs agree; a disagreement is a row that says where.
 
@@ -308,6 +309,7 @@ _MATCHES: dict[str, list[_Match]] = {
     "qwen3.5": [_Match(TML, "Qwen35()")],
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
+    "deepseek_v4.1": [_Match(TML, "DeepSeekV41()")],
     "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "gpt_oss": [_Match(TML, "GptOss(current_date=…)"), _Match(COOKBOOK, "gpt_oss (medium)")],
 }
@@ -537,6 +539,7 @@ class _Tml(_Adapter):
                 "Qwen35()": lambda: R.Qwen35(),
                 "Qwen38()": lambda: R.Qwen38(),
                 "DeepSeekV4()": lambda: R.DeepSeekV4(),
+                "DeepSeekV41()": lambda: R.DeepSeekV41(),
                 "KimiK25()": lambda: R.KimiK25(),
                 "GptOss(current_date=…)": lambda: R.GptOss(current_date=date or None),
             }
