@@ -306,3 +306,16 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     assert parsed == fed
     assert one_shot
     assert len(fed.message.parts) >= 5
+
+
+def test_empty_arguments_are_one_string_parameter_as_the_cookbook_writes_them() -> None:
+    """tinker-cookbook 0.6.1's ``_arguments_dict`` (the encoder's fallback): ``""`` is
+    ``{"arguments": ""}``; the oracle refuses it."""
+    r = renderer()
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}]
+    text = r.decode(r.build_supervised_example(messages).tokens.tolist())
+    assert text.endswith(
+        f'<{DSML} invoke name="f">\n<{DSML} parameter name="arguments" string="true">'
+        f"</{DSML} parameter>\n</{DSML} invoke>\n</{DSML} calls><｜end▁of▁sentence｜>"
+    )
