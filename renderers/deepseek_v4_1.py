@@ -95,8 +95,9 @@ class DeepSeekV41Options:
     """True (template default): the reasoning of assistant turns before the last user
     turn is dropped, unless tools are declared. False: every turn keeps it."""
     reasoning: Reasoning = "error"
-    """What to do with reasoning of a trained turn that chat mode cannot write:
-    ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out."""
+    """What to do with reasoning of a trained turn that the format cannot write (chat
+    mode): ``"error"`` raises ``ValueError``, ``"drop"`` leaves it out. Reasoning of
+    untrained turns is rendered as the template does."""
     verbatim_arguments: bool = False
     """False (as the encoder renders them): a call's arguments text is parsed and each
     non-string value written as ``json.dumps`` writes it. True: as given."""
