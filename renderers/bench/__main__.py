@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tokenizers = {}
     for name in list(models):
         try:
-            source = sources.get(name) or renderer_class(name).default_model
+            cls = renderer_class(name)
+            source = sources.get(name) or cls.tokenizer_source or cls.default_model
             tokenizers[name] = load_tokenizer(source)
         except TokenizerUnavailableError as exc:
             models.remove(name)
