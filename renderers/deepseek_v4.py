@@ -92,7 +92,7 @@ Divergences from the encoder, on purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -117,7 +117,7 @@ from renderers.rollout import ExtensionProperty
 __all__ = ["DeepSeekV4Options", "DeepSeekV4Renderer"]
 
 
-def tools_prompt(tags: DSMLTags) -> str:
+def _tools_prompt(tags: DSMLTags) -> str:
     """The encoder's tool instructions up to the schemas, spelling the format's tags."""
     section, invoke, parameter = (f"{DSML}{t}" for t in (tags.section, tags.invoke, tags.parameter))
     return (
@@ -136,7 +136,7 @@ def tools_prompt(tags: DSMLTags) -> str:
     )
 
 
-TOOLS_END = (
+_TOOLS_END = (
     "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to "
     "invoke tool calls.\n"
 )
@@ -245,9 +245,9 @@ class DeepSeekV4Renderer(Renderer):
                 w.text(plain_text(turn.message, max(turn.index, 0), self.name), turn.index)
                 if k == 0 and tools:
                     w.text("\n\n")
-                    w.template(tools_prompt(self.tags))
+                    w.template(_tools_prompt(self.tags))
                     w.text("\n".join(json.dumps(_function(t), ensure_ascii=False) for t in tools))
-                    w.template(TOOLS_END)
+                    w.template(_TOOLS_END)
             elif turn.role == "user":
                 assert turn.blocks is not None
                 w.control(self.user, turn.index)
@@ -470,7 +470,12 @@ def _parameters(
     return members
 
 
-def _turns(messages: list[Message], renderer: str, order: Any) -> list[_Turn]:
+_Blocks = list[tuple[int, str, str | None]]
+
+
+def _turns(
+    messages: list[Message], renderer: str, order: Callable[[_Blocks, tuple[str, ...]], None]
+) -> list[_Turn]:
     """The encoder's message list: tool results and user texts merged into user turns,
     the results in the order of the calls they answer when every one names a call."""
     turns: list[_Turn] = []

@@ -304,7 +304,10 @@ def _template_rows(renderer: Renderer, messages: list[dict[str, Any]], config: C
     """The template renderer (the model's own chat template through placeholders) on the
     same conversation, timed in turn with the specialised renderer: the cost of the
     template path. Where the template breaks the untrained-prefix invariant on the last
-    turn (gpt-oss drops earlier analysis), the example is built with ``train_on="all"``."""
+    turn (gpt-oss drops earlier analysis), the example is built with ``train_on="all"``.
+    None where the tokenizer has no chat template (a tokenizer built by its class)."""
+    if not getattr(renderer.tokenizer, "chat_template", None):
+        return []
     generic = get_renderer(
         renderer.name,
         renderer.tokenizer,
