@@ -2,8 +2,9 @@
 format (:mod:`renderers.deepseek_v4`) with a system role marker, a numeric reasoning
 effort and renamed DSML tags.
 
-The chat template and reference encoder (``encoding/encoding.py`` in the model
-repository) write::
+The chat template and reference encoder (``chat_template.jinja`` and
+``encoding/encoding.py`` of ``deepseek-ai/DeepSeek-V4.1-Flash``, as tinker-cookbook 0.6.1
+describes them; neither is available offline) write::
 
     <｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 75 (range 1-100, the higher the
         value, the more thorough the reasoning)⏎⏎{system}⏎⏎## Tools ... {schema}⏎⏎You MUST ...⏎
@@ -52,9 +53,9 @@ tokenizer behind it (default, low and max effort, chat mode), it gave the same i
 of 248 prompts and 132 of 136 examples, the rest being the corpus's text that spells
 ``<think>``, which its ``encode`` reads as control tokens (below). Where the oracle differs
 from the template, this renderer follows the template and the cookbook: consecutive user
-messages (and user texts between tool results) are joined by a blank line (the oracle
-joins them directly); both agree with this renderer on the result order, unknown ids
-included, and on later system messages.
+messages are joined by a blank line (the oracle joins two user texts directly, though
+it puts the blank line between a user text and a tool result); both agree with this
+renderer on the result order, unknown ids included, and on later system messages.
 
 Deliberate divergences are DeepSeek-V4's (message text spelling a control token is
 ordinary text; list content, a trailing user turn, part order, the encoder's extensions
