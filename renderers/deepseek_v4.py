@@ -92,12 +92,12 @@ Divergences from the encoder, on purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from renderers.core.assembly import json_object_members
-from renderers.core.dsml import DSML, DSMLGrammar, DSMLParser
+from renderers.core.dsml import DSML, DSMLGrammar, DSMLParser, DSMLTags
 from renderers.core.engine import StreamParser
 from renderers.core.messages import (
     Message,
@@ -109,27 +109,33 @@ from renderers.core.messages import (
 )
 from renderers.core.options import Reasoning
 from renderers.core.result import ParseResult
-from renderers.core.writer import TokenWriter
+from renderers.core.writer import NO_MESSAGE, TokenWriter
 from renderers.deepseek_v3 import ASSISTANT, BOS, EOS, THINK, THINK_END, USER
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 
 __all__ = ["DeepSeekV4Options", "DeepSeekV4Renderer"]
 
-_TOOLS = (
-    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You "
-    f'can invoke tools by writing a "<{DSML}tool_calls>" block like the following:\n\n'
-    f'<{DSML}tool_calls>\n<{DSML}invoke name="$TOOL_NAME">\n<{DSML}parameter '
-    f'name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE</{DSML}parameter>\n...\n'
-    f'</{DSML}invoke>\n<{DSML}invoke name="$TOOL_NAME2">\n...\n</{DSML}invoke>\n'
-    f"</{DSML}tool_calls>\n\nString parameters should be specified as is and set "
-    '`string="true"`. For all other types (numbers, booleans, arrays, objects), pass the '
-    'value in JSON format and set `string="false"`.\n\nIf thinking_mode is enabled '
-    "(triggered by <think>), you MUST output your complete reasoning inside "
-    "<think>...</think> BEFORE any tool calls or final response.\n\nOtherwise, output "
-    "directly after </think> with tool calls or final response.\n\n### Available Tool "
-    "Schemas\n\n"
-)
+
+def _tools_prompt(tags: DSMLTags) -> str:
+    """The encoder's tool instructions up to the schemas, spelling the format's tags."""
+    section, invoke, parameter = (f"{DSML}{t}" for t in (tags.section, tags.invoke, tags.parameter))
+    return (
+        "## Tools\n\nYou have access to a set of tools to help answer the user's question. "
+        f'You can invoke tools by writing a "<{section}>" block like the following:\n\n'
+        f'<{section}>\n<{invoke} name="$TOOL_NAME">\n<{parameter} '
+        f'name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE</{parameter}>\n...\n'
+        f'</{invoke}>\n<{invoke} name="$TOOL_NAME2">\n...\n</{invoke}>\n'
+        f"</{section}>\n\nString parameters should be specified as is and set "
+        '`string="true"`. For all other types (numbers, booleans, arrays, objects), pass the '
+        'value in JSON format and set `string="false"`.\n\nIf thinking_mode is enabled '
+        "(triggered by <think>), you MUST output your complete reasoning inside "
+        "<think>...</think> BEFORE any tool calls or final response.\n\nOtherwise, output "
+        "directly after </think> with tool calls or final response.\n\n### Available Tool "
+        "Schemas\n\n"
+    )
+
+
 _TOOLS_END = (
     "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to "
     "invoke tool calls.\n"
@@ -194,8 +200,10 @@ class DeepSeekV4Renderer(Renderer):
     name = "deepseek_v4"
     default_model = "deepseek-ai/DeepSeek-V4-Pro"
     model_ids = ("deepseek-ai/DeepSeek-V4-Pro", "deepseek-ai/DeepSeek-V4-Flash")
-    Options = DeepSeekV4Options
+    Options: ClassVar[type[Any]] = DeepSeekV4Options
     roles = ("system", "user", "assistant", "tool")
+    tags: ClassVar[DSMLTags] = DSMLTags()
+    """The tag names after ``｜DSML｜``."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -222,23 +230,22 @@ class DeepSeekV4Renderer(Renderer):
         options: DeepSeekV4Options,
         add_generation_prompt: bool,
     ) -> None:
-        turns = _turns(messages, self.name)
+        turns = _turns(messages, self.name, self._order)
         if tools and not (turns and turns[0].role == "system"):
             turns.insert(0, _Turn("system", -1, Message("system", "")))
         thinking = options.thinking_mode == "thinking"
         drop = thinking and options.drop_thinking and not tools
-        last_user = max((k for k, t in enumerate(turns) if t.role == "user"), default=-1)
+        last_user = max((k for k, t in enumerate(turns) if self._asks(k, t)), default=-1)
         trained = not add_generation_prompt and bool(messages) and messages[-1].role == "assistant"
         w.control(self.bos)
         for k, turn in enumerate(turns):
-            if k == 0 and thinking:
-                w.text(_EFFORT[options.reasoning_effort or "low"])
+            self._opening(w, k, turn, options)
             if turn.role == "system":
                 assert turn.message is not None
                 w.text(plain_text(turn.message, max(turn.index, 0), self.name), turn.index)
                 if k == 0 and tools:
                     w.text("\n\n")
-                    w.template(_TOOLS)
+                    w.template(_tools_prompt(self.tags))
                     w.text("\n".join(json.dumps(_function(t), ensure_ascii=False) for t in tools))
                     w.template(_TOOLS_END)
             elif turn.role == "user":
@@ -246,23 +253,39 @@ class DeepSeekV4Renderer(Renderer):
                 w.control(self.user, turn.index)
                 for b, (i, text, _) in enumerate(turn.blocks):
                     w.text(("\n\n" if b else "") + text, i)
-                following = turns[k + 1].role if k + 1 < len(turns) else None
-                if following == "assistant" or (following is None and add_generation_prompt):
-                    w.control(self.assistant, turn.index)
-                    opens = thinking and (not drop or k >= last_user)
-                    w.control(self.think if opens else self.think_end, turn.index)
             else:
                 assert turn.message is not None
                 keeps = thinking and (not drop or k > last_user)
                 if thinking and not keeps and w.trains(turn.index):
                     raise ValueError(
-                        f"messages[{turn.index}]: deepseek_v4 writes a turn before the last user "
+                        f"messages[{turn.index}]: {self.name} writes a turn before the last user "
                         "turn after </think> where its generation prompt opens <think> "
                         "(drop_thinking), so it cannot be trained; train turns after the last "
                         "user turn (one example per turn), or pass drop_thinking=False"
                     )
                 last = trained and turn.index == len(messages) - 1
                 self._assistant(w, turn.message, turn.index, keeps, last, options)
+            following = turns[k + 1].role if k + 1 < len(turns) else None
+            if self._asks(k, turn) and (
+                following == "assistant" or (following is None and add_generation_prompt)
+            ):
+                w.control(self.assistant, turn.index)
+                opens = thinking and (not drop or k >= last_user)
+                w.control(self.think if opens else self.think_end, turn.index)
+
+    def _opening(self, w: TokenWriter, k: int, turn: _Turn, options: Any) -> None:
+        """What the format writes before turn ``k``: the effort instruction first."""
+        if k == 0 and options.thinking_mode == "thinking":
+            w.text(_EFFORT[options.reasoning_effort or "low"], NO_MESSAGE)
+
+    def _asks(self, k: int, turn: _Turn) -> bool:
+        """Whether turn ``k`` is answered by the assistant: followed by ``<｜Assistant｜>``
+        and counted as a user turn for the reasoning it drops (V4: user turns)."""
+        return turn.role == "user"
+
+    def _order(self, blocks: list[tuple[int, str, str | None]], calls: tuple[str, ...]) -> None:
+        """Put a user turn's tool results in the order of the calls they answer."""
+        _order_results(blocks, calls)
 
     def _assistant(
         self, w: TokenWriter, m: Message, i: int, keeps: bool, last: bool, options: Any
@@ -272,7 +295,7 @@ class DeepSeekV4Renderer(Renderer):
             reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
             if w.trains(i) and reasoning and options.reasoning == "error":
                 raise ValueError(
-                    f"messages[{i}]: deepseek_v4 in chat mode cannot write the reasoning "
+                    f"messages[{i}]: {self.name} in chat mode cannot write the reasoning "
                     "of this trained turn; pass thinking_mode='thinking', or "
                     "reasoning='drop' to leave it out, or remove it"
                 )
@@ -287,7 +310,7 @@ class DeepSeekV4Renderer(Renderer):
         for part in parts:
             if type(part) is ToolCallPart or type(part) is UnparsedToolCallPart:
                 if not section:
-                    self._tag(w, i, "\n\n<", "tool_calls>\n")
+                    self._tag(w, i, "\n\n<", f"{self.tags.section}>\n")
                     section = True
                 else:
                     w.text("\n", i, True)
@@ -307,7 +330,7 @@ class DeepSeekV4Renderer(Renderer):
         w.control(self.eos, i, True)
 
     def _end_section(self, w: TokenWriter, i: int) -> None:
-        self._tag(w, i, "\n</", "tool_calls>")
+        self._tag(w, i, "\n</", f"{self.tags.section}>")
 
     def _call(self, w: TokenWriter, part: Part, i: int, verbatim: bool) -> None:
         if type(part) is UnparsedToolCallPart:
@@ -316,15 +339,16 @@ class DeepSeekV4Renderer(Renderer):
         assert type(part) is ToolCallPart
         # ｜DSML｜ is written as the token only where the format puts it: names, keys
         # and values are text, whatever they spell.
-        self._tag(w, i, "<", f'invoke name="{part.name}">\n')
-        for k, (key, value, raw) in enumerate(_parameters(part, i, verbatim)):
+        tags = self.tags
+        self._tag(w, i, "<", f'{tags.invoke} name="{part.name}">\n')
+        for k, (key, value, raw) in enumerate(_parameters(part, i, verbatim, self.name)):
             if isinstance(value, str):
                 flag, text = "true", value
             else:
                 flag, text = "false", raw if verbatim else _TO_JSON(value)
-            self._tag(w, i, "\n<" if k else "<", f'parameter name="{key}" string="{flag}">')
-            self._tag(w, i, text + "</", "parameter>")
-        self._tag(w, i, "\n</", "invoke>")
+            self._tag(w, i, "\n<" if k else "<", f'{tags.parameter} name="{key}" string="{flag}">')
+            self._tag(w, i, text + "</", f"{tags.parameter}>")
+        self._tag(w, i, "\n</", f"{tags.invoke}>")
 
     def _tag(self, w: TokenWriter, i: int, before: str, after: str) -> None:
         """Sampled ``{before}｜DSML｜{after}``."""
@@ -352,6 +376,7 @@ class DeepSeekV4Renderer(Renderer):
             dsml=self.dsml,
             ends_message=(self.bos, self.user, self.assistant),
             reasoning_first=options.thinking_mode == "thinking",
+            tags=self.tags,
         )
 
     def _new_parser(self, options: DeepSeekV4Options, events: bool) -> StreamParser:
@@ -383,12 +408,17 @@ class DeepSeekV4Renderer(Renderer):
         parts = result.message.parts
         last = parts[-1] if parts else None
         closing: list[int] = []
+        tags = self.tags
         if type(last) is ThinkingPart and last.incomplete:
             closing.append(self.think_end)
         elif type(last) is UnparsedToolCallPart and last.incomplete:
-            closing += [*self.table.encode("</"), self.dsml, *self.table.encode("invoke>")]
-        if _open_section(self.table, completion_ids):
-            closing += [*self.table.encode("\n</"), self.dsml, *self.table.encode("tool_calls>")]
+            closing += [*self.table.encode("</"), self.dsml, *self.table.encode(f"{tags.invoke}>")]
+        if _open_section(self.table, completion_ids, tags.section):
+            closing += [
+                *self.table.encode("\n</"),
+                self.dsml,
+                *self.table.encode(f"{tags.section}>"),
+            ]
         closing.append(self.eos)
         return 0, closing
 
@@ -417,7 +447,9 @@ _TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
 """The encoder's ``to_json`` (``json.dumps(value, ensure_ascii=False)``)."""
 
 
-def _parameters(part: ToolCallPart, i: int, verbatim: bool) -> list[tuple[str, Any, str]]:
+def _parameters(
+    part: ToolCallPart, i: int, verbatim: bool, renderer: str
+) -> list[tuple[str, Any, str]]:
     """A call's arguments as the encoder's ``encode_arguments_to_dsml`` reads them: its
     JSON text parsed, an empty text as one string argument named ``arguments`` (the
     encoder's fallback for text ``json.loads`` refuses); with each value's JSON text as
@@ -432,13 +464,18 @@ def _parameters(part: ToolCallPart, i: int, verbatim: bool) -> list[tuple[str, A
     except ValueError as exc:
         raise ValueError(
             f"messages[{i}]: arguments of tool call {part.name!r} must be a JSON object, "
-            f"which deepseek_v4 writes one parameter per key ({exc}): "
+            f"which {renderer} writes one parameter per key ({exc}): "
             f"{part.arguments[:60]!r}"
         ) from None
     return members
 
 
-def _turns(messages: list[Message], renderer: str) -> list[_Turn]:
+_Blocks = list[tuple[int, str, str | None]]
+
+
+def _turns(
+    messages: list[Message], renderer: str, order: Callable[[_Blocks, tuple[str, ...]], None]
+) -> list[_Turn]:
     """The encoder's message list: tool results and user texts merged into user turns,
     the results in the order of the calls they answer when every one names a call."""
     turns: list[_Turn] = []
@@ -464,7 +501,7 @@ def _turns(messages: list[Message], renderer: str) -> list[_Turn]:
             calls = ()
     for turn in turns:
         if turn.blocks is not None:
-            _order_results(turn.blocks, turn.calls)
+            order(turn.blocks, turn.calls)
     return turns
 
 
@@ -479,7 +516,7 @@ def _order_results(blocks: list[tuple[int, str, str | None]], calls: tuple[str, 
     blocks[:] = [next(ordered) if b[2] is not None else b for b in blocks]
 
 
-def _open_section(table: Any, completion_ids: Sequence[int]) -> bool:
+def _open_section(table: Any, completion_ids: Sequence[int], section: str) -> bool:
     """Whether a completion that was cut off is inside a tool-call section."""
     text: str = table.decode(completion_ids)
-    return text.rfind(f"<{DSML}tool_calls>") > text.rfind(f"</{DSML}tool_calls>")
+    return text.rfind(f"<{DSML}{section}>") > text.rfind(f"</{DSML}{section}>")

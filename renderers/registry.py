@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "renderers.deepseek_v3_1",
     "renderers.deepseek_r1",
     "renderers.deepseek_v4",
+    "renderers.deepseek_v4_1",
     "renderers.kimi_k2",
     "renderers.kimi_k2_5",
     "renderers.gpt_oss",

@@ -58,6 +58,7 @@ TML_TOKENIZERS = {
     "Qwen/Qwen3.8-27B": "tml_renderers.tokenizers:Qwen35Tokenizer",
     "deepseek-ai/DeepSeek-V4-Pro": "tml_renderers.tokenizers:DeepSeekV4Tokenizer",
     "deepseek-ai/DeepSeek-R1": "tml_renderers.tokenizers:DeepSeekR1Tokenizer",
+    "deepseek-ai/DeepSeek-V4.1-Flash": "tml_renderers.tokenizers:DeepSeekV41Tokenizer",
     "moonshotai/Kimi-K2.5": "tml_renderers.tokenizers:KimiK25Tokenizer",
     "moonshotai/Kimi-K2.6": "tml_renderers.tokenizers:KimiK26Tokenizer",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B": "tml_renderers.tokenizers:Nemotron3Tokenizer",

@@ -77,6 +77,7 @@ def test_the_demo_of_every_model_runs_quietly(model: str) -> None:
         ("qwen3.6", "Qwen35Tokenizer"),
         ("qwen3.8", "Qwen35Tokenizer"),
         ("deepseek_v4", "DeepSeekV4Tokenizer"),
+        ("deepseek_v4.1", "DeepSeekV41Tokenizer"),
         ("kimi_k2.5", "KimiK25Tokenizer"),
         ("kimi_k2.6", "KimiK26Tokenizer"),
         ("deepseek_r1", "DeepSeekR1Tokenizer"),

@@ -84,13 +84,14 @@ def test_unknown_role_names_the_message(spec: Spec, role: str) -> None:
 # -- tool-call arguments ---------------------------------------------------------------------
 
 # Formats that write one parameter block per argument (Qwen3.5/3.6/3.8 and Nemotron-3 XML,
-# DeepSeek-V4 DSML, GLM-5 key/value pairs): arguments must be a JSON object (their
+# DeepSeek-V4/V4.1 DSML, GLM-5 key/value pairs): arguments must be a JSON object (their
 # templates iterate over its items).
 PARAMETER_BLOCKS = {
     "qwen3.5",
     "qwen3.6",
     "qwen3.8",
     "deepseek_v4",
+    "deepseek_v4.1",
     "nemotron3",
     "nemotron3_super",
     "nemotron3_ultra",
@@ -188,6 +189,7 @@ QWEN3_NO_THINKING = (
     r"the generation prompt closes an empty think block\)"
 )
 V4_CHAT = r": deepseek_v4 in chat mode cannot write the reasoning of this trained turn"
+V41_CHAT = r": deepseek_v4\.1 in chat mode cannot write the reasoning of this trained turn"
 K25_NO_THINKING = r": kimi_k2\.5 with thinking=False cannot write the reasoning of this trained"
 
 # Variants that render reasoning, but not in every case below: case -> (the error after
@@ -224,6 +226,9 @@ RENDERS_REASONING_EXCEPT: dict[tuple[str, Any], dict[str, tuple[str, bool]]] = {
     ),
     ("deepseek_v4", (("thinking_mode", "chat"),)): dict.fromkeys(
         ("trained", "between_text", "before_calls"), (V4_CHAT, False)
+    ),
+    ("deepseek_v4.1", (("thinking_mode", "chat"),)): dict.fromkeys(
+        ("trained", "between_text", "before_calls"), (V41_CHAT, False)
     ),
     ("kimi_k2.5", (("thinking", False),)): dict.fromkeys(
         ("trained", "between_text", "before_calls"), (K25_NO_THINKING, False)

@@ -28,6 +28,7 @@ def test_every_proven_tokenizer_is_proven_here() -> None:
         "deepseek-ai/DeepSeek-V3",
         "deepseek-ai/DeepSeek-V3.1",
         "deepseek-ai/DeepSeek-V4-Pro",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
         "moonshotai/Kimi-K2-Instruct",
         "moonshotai/Kimi-K2-Thinking",
         "moonshotai/Kimi-K2.5",

@@ -9,7 +9,7 @@ writes no reasoning for that final message (DeepSeek-V3.1, whose template drops 
 reasoning), the oracle is the template's generation prompt, which opens the reasoning,
 followed by the prefill; the Kimi templates write the reasoning of a final plain answer as
 history (``<think></think>``), so their oracle's final message also calls a tool; for
-DeepSeek-V4 (no template) tml-renderers' prompt followed by the prefill. Where
+DeepSeek-V4/V4.1 (no template) tml-renderers' prompt followed by the prefill. Where
 ``continue_final_message="content"`` differs from the prompt a sampler sees after the
 generation prompt (it writes the final message as history: an empty think block before the
 text), the tests assert the difference: that form is the prefill of the format's
@@ -187,6 +187,7 @@ def _kimi_encode(model_id: str) -> Callable[[str], list[int]]:
 Q3, Q35, Q38 = "Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.8-27B"
 Q36 = "Qwen/Qwen3.6-27B"
 V3, V31, V4 = "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V4-Pro"
+V41 = "deepseek-ai/DeepSeek-V4.1-Flash"
 K2, K2T, K25 = "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5"
 K26, R1 = "moonshotai/Kimi-K2.6", "deepseek-ai/DeepSeek-R1"
 GPT_OSS = "openai/gpt-oss-20b"
@@ -287,6 +288,16 @@ MODES = [
         TextPart,
         "tml",
         encode=_tml(V4),
+    ),
+    Mode("deepseek_v4.1", "deepseek_v4.1", V41, (), ThinkingPart, "tml", encode=_tml(V41)),
+    Mode(
+        "deepseek_v4.1-chat",
+        "deepseek_v4.1",
+        V41,
+        (("thinking_mode", "chat"),),
+        TextPart,
+        "tml",
+        encode=_tml(V41),
     ),
     Mode(
         "kimi_k2",

@@ -980,14 +980,20 @@ def dsv4_canonical(*, thinking: bool) -> Callable[[Message], Message | None]:
     return canonical
 
 
-def dsv4_chat_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+def dsv4_chat_reasoning(
+    name: str = "deepseek_v4",
+) -> Callable[[list[Message]], tuple[str, Message] | None]:
     """Chat mode (documented): reasoning of the trained turn cannot be written."""
-    i = len(msgs) - 1
-    m = msgs[i]
-    if m.role != "assistant" or not any(type(p) is ThinkingPart and p.text for p in m.parts):
-        return None
-    pattern = rf"^messages\[{i}\]: deepseek_v4 in chat mode cannot write the reasoning"
-    return pattern, Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
+
+    def trained_reasoning(msgs: list[Message]) -> tuple[str, Message] | None:
+        i = len(msgs) - 1
+        m = msgs[i]
+        if m.role != "assistant" or not any(type(p) is ThinkingPart and p.text for p in m.parts):
+            return None
+        pattern = rf"^messages\[{i}\]: {re.escape(name)} in chat mode cannot write the reasoning"
+        return pattern, Message("assistant", [p for p in m.parts if type(p) is not ThinkingPart])
+
+    return trained_reasoning
 
 
 DSV4 = Layout(
@@ -1002,10 +1008,22 @@ DSV4_UNPARSED = strategies.text.map(
 )
 
 
-def dsv4_messages() -> st.SearchStrategy[Message]:
+# DeepSeek-V4.1: a space after ｜DSML｜ and a "calls" section.
+DSV41 = Layout(
+    separators=r"\n|</?| calls>",
+    segment_markers=(_DSML,),
+    kept_controls=(_DSML, "<think>", "</think>"),
+    arguments_in_span=False,
+)
+DSV41_UNPARSED = strategies.text.map(
+    lambda t: f'<{_DSML} invoke name="f">\n{{not json {t}\n</{_DSML} invoke>'
+)
+
+
+def dsv4_messages(unparsed: st.SearchStrategy[str] = DSV4_UNPARSED) -> st.SearchStrategy[Message]:
     call = st.one_of(
         strategies.tool_call_parts(any_spelling=True),
-        st.builds(UnparsedToolCallPart, DSV4_UNPARSED, st.just("?")),
+        st.builds(UnparsedToolCallPart, unparsed, st.just("?")),
     )
     part = st.one_of(strategies.thinking_parts(), strategies.text_parts(), call)
     return st.lists(part, max_size=6).map(lambda ps: Message("assistant", ps))
@@ -1497,7 +1515,24 @@ SPECS = [
         dsv4_messages(),
         dsv4_canonical(thinking=False),
         DSV4,
-        trained_reasoning=dsv4_chat_reasoning,
+        trained_reasoning=dsv4_chat_reasoning(),
+    ),
+    Spec(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        (),
+        dsv4_messages(DSV41_UNPARSED),
+        dsv4_canonical(thinking=True),
+        DSV41,
+    ),
+    Spec(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        (("thinking_mode", "chat"),),
+        dsv4_messages(DSV41_UNPARSED),
+        dsv4_canonical(thinking=False),
+        DSV41,
+        trained_reasoning=dsv4_chat_reasoning("deepseek_v4.1"),
     ),
     Spec(
         "kimi_k2.5",

@@ -185,6 +185,8 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("qwen3.8", {"enable_thinking": False}, _tml("qwen3.8-enable_thinking=False")),
     ("deepseek_v4", {}, _tml("deepseek_v4")),
     ("deepseek_v4", {"thinking_mode": "chat"}, _tml("deepseek_v4-thinking_mode=chat")),
+    ("deepseek_v4.1", {}, _tml("deepseek_v4.1")),
+    ("deepseek_v4.1", {"thinking_mode": "chat"}, _tml("deepseek_v4.1-thinking_mode=chat")),
     ("kimi_k2.5", {"tool_declaration": "json"}, _kimi_k25),
     ("kimi_k2.6", {"tool_declaration": "json"}, _kimi_k26),
     ("deepseek_r1", {}, _deepseek_r1),
@@ -211,6 +213,7 @@ MODEL_IDS = {
     "qwen3.6": "Qwen/Qwen3.6-27B",
     "qwen3.8": "Qwen/Qwen3.8-27B",
     "deepseek_v4": "deepseek-ai/DeepSeek-V4-Pro",
+    "deepseek_v4.1": "deepseek-ai/DeepSeek-V4.1-Flash",
     "kimi_k2.5": "moonshotai/Kimi-K2.5",
     "kimi_k2.6": "moonshotai/Kimi-K2.6",
     "deepseek_r1": "deepseek-ai/DeepSeek-R1",
@@ -296,7 +299,7 @@ TRAINED_CASES: dict[str, Conversation] = {
     "answer_after_tools": [QUESTION, CALLED, result("c1", "18 C", "get_weather"), REASONED],
 }
 # The variants that write the reasoning of these trained turns. The others refuse it:
-# Qwen3/3.5/3.8 and Kimi-K2.5 with thinking off, DeepSeek-V4 in chat mode, DeepSeek-V3 and
+# Qwen3/3.5/3.8 and Kimi-K2.5 with thinking off, DeepSeek-V4/V4.1 in chat mode, DeepSeek-V3 and
 # K2-Instruct (no reasoning), DeepSeek-V3.1 (its template drops every turn's; only
 # keep_thinking writes a last turn right after a user message), K2-Thinking (its template
 # empties the conversation's last plain answer).
@@ -308,6 +311,7 @@ WRITES_TRAINED_REASONING = {
     ("qwen3.6", (("preserve_thinking", True),)),
     ("qwen3.8", ()),
     ("deepseek_v4", ()),
+    ("deepseek_v4.1", ()),
     ("kimi_k2.5", (("tool_declaration", "json"),)),
     ("kimi_k2.6", (("tool_declaration", "json"),)),
     ("nemotron3", ()),
@@ -328,6 +332,7 @@ TML = (
     "qwen3.5",
     "qwen3.8",
     "deepseek_v4",
+    "deepseek_v4.1",
     "kimi_k2.5",
     "kimi_k2.6",
     "deepseek_r1",

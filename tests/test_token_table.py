@@ -52,7 +52,12 @@ def test_the_gather_joins_every_token_including_control_tokens(model_id: str) ->
 
 # -- tokenizers that encode ordinary text, decode bytes and name their control tokens -------
 
-TML_MODELS = ["Qwen/Qwen3.5-27B", "deepseek-ai/DeepSeek-V4-Pro", "moonshotai/Kimi-K2.5"]
+TML_MODELS = [
+    "Qwen/Qwen3.5-27B",
+    "deepseek-ai/DeepSeek-V4-Pro",
+    "deepseek-ai/DeepSeek-V4.1-Flash",
+    "moonshotai/Kimi-K2.5",
+]
 
 
 @pytest.mark.parametrize("model_id", TML_MODELS)

@@ -249,6 +249,7 @@ def test_qwen3_turns_that_extend_together_share_an_example() -> None:
         ("deepseek_v3", "deepseek-ai/DeepSeek-V3", {"fix_tool_format": True}, None),
         # With tools declared, DeepSeek-V4 keeps the think blocks of history turns.
         ("deepseek_v4", "deepseek-ai/DeepSeek-V4-Pro", {}, TOOLS),
+        ("deepseek_v4.1", "deepseek-ai/DeepSeek-V4.1-Flash", {}, TOOLS),
     ],
 )
 def test_a_conversation_that_extends_is_one_example_the_singular_one(

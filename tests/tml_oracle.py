@@ -1,4 +1,4 @@
-"""tml-renderers as the oracle of the 2026 families (Qwen3.5/3.8, DeepSeek-V4, Kimi-K2.5),
+"""tml-renderers as the oracle of the 2026 families (Qwen3.5/3.8, DeepSeek-V4/V4.1, Kimi-K2.5),
 whose official templates are not in the hub cache.
 
 Conversations (OpenAI dicts) are converted to tml-renderers' message types the way its own
@@ -312,6 +312,35 @@ CONFIGS = [
         {"thinking_mode": "chat"},
         lambda: tml.DeepSeekV4.chat(),
         "deepseek_v4-thinking_mode=chat",
+        reasoning=False,
+    ),
+    OracleConfig(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        {},
+        lambda: tml.DeepSeekV41(),
+        "deepseek_v4.1",
+    ),
+    OracleConfig(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        {"reasoning_effort": "max"},
+        lambda: tml.DeepSeekV41(reasoning_effort="max"),
+        "deepseek_v4.1-reasoning_effort=max",
+    ),
+    OracleConfig(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        {"reasoning_effort": 33},
+        lambda: tml.DeepSeekV41(reasoning_effort=33),
+        "deepseek_v4.1-reasoning_effort=33",
+    ),
+    OracleConfig(
+        "deepseek_v4.1",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        {"thinking_mode": "chat"},
+        lambda: tml.DeepSeekV41.chat(),
+        "deepseek_v4.1-thinking_mode=chat",
         reasoning=False,
     ),
     # tml-renderers declares Kimi-K2.5's tools as JSON (tool_declaration="json"); the

@@ -27,10 +27,15 @@ Which peer renderer stands for which of ours (with our options for the same form
 - ``kimi_k2_thinking``: tml ``KimiK2()``; cookbook ``kimi_k2``.
 - ``gpt_oss``: tml ``GptOss(current_date=...)``; cookbook ``GptOssRenderer(tokenizer,
   use_system_prompt=True, reasoning_effort="medium", current_date=...)``.
-- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4`` (default options), ``kimi_k2.5``
-  (``tool_declaration="json"``, as the peer declares tools): tml ``Qwen35()``,
-  ``Qwen38()``, ``DeepSeekV4()``, ``KimiK25()``, the oracle these formats are verified
-  against (their tokenizers: ``--tokenizer NAME=tml_renderers.tokenizers:...``).
+- ``qwen3.5``, ``qwen3.8``, ``deepseek_v4``, ``deepseek_v4.1`` (default options),
+  ``kimi_k2.5`` (``tool_declaration="json"``, as the peer declares tools): tml
+  ``Qwen35()``, ``Qwen38()``, ``DeepSeekV4()``, ``DeepSeekV41()``, ``KimiK25()``, the
+  oracle these formats are verified against (their tokenizers: ``--tokenizer
+  NAME=tml_renderers.tokenizers:...``).
+- ``kimi_k2.6`` (``tool_declaration="json"``): tml ``KimiK25()`` (K2.6 is K2.5's format
+  and vocabulary); ``deepseek_r1``: tml ``DeepSeekR1()``, without tool declarations (R1's
+  template ignores ``tools``). tml keeps the reasoning of history call turns that R1's
+  template drops, so the rendering rows show where they differ and are not timed.
 - ``nemotron3`` and ``nemotron3_super`` (default options: Super's ``low_effort`` off is
   Nano's format), ``nemotron3_ultra``: tml ``Nemotron3()``, ``Nemotron3.ultra()``;
   ``glm5.2``: tml ``Glm52()``; ``glm5.3``, ``glm5.3_flash`` (default options keep the
@@ -394,6 +399,7 @@ _MATCHES: dict[str, list[_Match]] = {
     "qwen3.5": [_Match(TML, "Qwen35()")],
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],
+    "deepseek_v4.1": [_Match(TML, "DeepSeekV41()")],
     "kimi_k2.5": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "kimi_k2.6": [_Match(TML, "KimiK25()", {"tool_declaration": "json"}, "tool_declaration=json")],
     "deepseek_r1": [_Match(TML, "DeepSeekR1()", tools=False)],

@@ -1,4 +1,4 @@
-"""DSML: the tool-call markup of DeepSeek-V4, run by one engine (:class:`DSMLParser`).
+"""DSML: the tool-call markup of DeepSeek-V4 and V4.1, run by one engine (:class:`DSMLParser`).
 
 A completion holds reasoning, text and tool-call sections, in any order::
 
@@ -11,9 +11,11 @@ A completion holds reasoning, text and tool-call sections, in any order::
 
 ``<think>``, ``</think>`` and ``｜DSML｜`` are control tokens; the ``<`` or ``</`` before
 ``｜DSML｜`` and the tag after it (up to ``>``) are text. A :class:`DSMLGrammar` names the
-token ids, whether a completion starts inside reasoning (thinking mode) and what ends a
-message; :func:`dsml_call` reads an ``invoke`` (``string="true"`` values are strings,
-``string="false"`` ones JSON kept as sampled).
+token ids, the tag names (:class:`DSMLTags`; DeepSeek-V4.1 writes ``<｜DSML｜ calls>``,
+``<｜DSML｜ invoke name=...>``, ``<｜DSML｜ parameter ...>``), whether a completion starts
+inside reasoning (thinking mode) and what ends a message; :func:`dsml_call_builder` reads
+an ``invoke`` (``string="true"`` values are strings, ``string="false"`` ones JSON kept as
+sampled).
 
 - Reasoning ends only at ``</think>``: ``｜DSML｜`` or ``<think>`` inside it is reasoning
   text (a drafted call is not a call).
@@ -46,59 +48,77 @@ from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
 
-__all__ = ["DSML", "DSMLGrammar", "DSMLParser", "dsml_call"]
+__all__ = ["DSML", "DSMLGrammar", "DSMLParser", "DSMLTags", "dsml_call", "dsml_call_builder"]
 
 DSML = "｜DSML｜"
 """The control token that opens every DSML tag (after ``<`` or ``</``)."""
 
 
-_INVOKE = re.compile(r'invoke name="([^"\n]*)">\n')
-_PARAMETER = re.compile(r'parameter name="([^"\n]*)" string="(true|false)">(.*)</', re.DOTALL)
-_PARAMETER_END = re.compile(r"parameter>\n(<|</)")
+@dataclass(frozen=True, slots=True)
+class DSMLTags:
+    """The tag names written after ``｜DSML｜`` (DeepSeek-V4's by default; V4.1 puts a
+    space before each and names the section ``calls``)."""
+
+    section: str = "tool_calls"
+    invoke: str = "invoke"
+    parameter: str = "parameter"
 
 
-def dsml_call(segments: list[str], incomplete: bool) -> Part:
-    """An ``invoke`` block split at its ``｜DSML｜`` tokens -> a tool call."""
-    raw = DSML.join(segments)
-    name_match = _INVOKE.match(segments[1]) if len(segments) > 1 else None
-    name = name_match.group(1) if name_match else None
-    if incomplete:
-        return UnparsedToolCallPart(
-            raw, "cut off before the invoke ended", name=name, incomplete=True
-        )
-    error = "expected <｜DSML｜invoke name=...> with parameter blocks"
-    if segments[0] != "<" or name_match is None or not name:
-        return UnparsedToolCallPart(raw, error, name=name)
-    rest = segments[1][name_match.end() :]
-    members: list[str] = []
-    k = 2
-    if rest == "<":  # parameters follow
-        while True:
-            parameter = _PARAMETER.fullmatch(segments[k]) if k < len(segments) else None
-            end = _PARAMETER_END.fullmatch(segments[k + 1]) if k + 1 < len(segments) else None
-            if parameter is None or end is None:
-                return UnparsedToolCallPart(raw, "a parameter block is malformed", name=name)
-            key, flag, value = parameter.groups()
-            if flag == "true":
-                value = json.dumps(value, ensure_ascii=False)
-            else:
-                try:
-                    json.loads(value)
-                except ValueError as exc:
-                    return UnparsedToolCallPart(
-                        raw, f'parameter {key!r} (string="false") is not JSON: {exc}', name=name
-                    )
-            members.append(json.dumps(key, ensure_ascii=False) + ": " + value)
-            k += 2
-            if end.group(1) == "</":
-                break
-    elif rest not in ("\n</", "</"):
-        return UnparsedToolCallPart(raw, error, name=name)
-    if segments[k:] != ["invoke>"]:
-        return UnparsedToolCallPart(
-            raw, "expected </｜DSML｜invoke> after the parameters", name=name
-        )
-    return ToolCallPart(name, "{" + ", ".join(members) + "}")
+def dsml_call_builder(tags: DSMLTags) -> ToolCallBuilder:
+    """The reader of an ``invoke`` block written with ``tags``: the block split at its
+    ``｜DSML｜`` tokens -> a tool call."""
+    invoke = re.compile(re.escape(tags.invoke) + r' name="([^"\n]*)">\n')
+    parameter = re.compile(
+        re.escape(tags.parameter) + r' name="([^"\n]*)" string="(true|false)">(.*)</', re.DOTALL
+    )
+    parameter_end = re.compile(re.escape(tags.parameter) + r">\n(<|</)")
+    invoke_end = [tags.invoke + ">"]
+    error = f"expected <{DSML}{tags.invoke} name=...> with parameter blocks"
+    end_error = f"expected </{DSML}{tags.invoke}> after the parameters"
+
+    def dsml_call(segments: list[str], incomplete: bool) -> Part:
+        raw = DSML.join(segments)
+        name_match = invoke.match(segments[1]) if len(segments) > 1 else None
+        name = name_match.group(1) if name_match else None
+        if incomplete:
+            return UnparsedToolCallPart(
+                raw, "cut off before the invoke ended", name=name, incomplete=True
+            )
+        if segments[0] != "<" or name_match is None or not name:
+            return UnparsedToolCallPart(raw, error, name=name)
+        rest = segments[1][name_match.end() :]
+        members: list[str] = []
+        k = 2
+        if rest == "<":  # parameters follow
+            while True:
+                block = parameter.fullmatch(segments[k]) if k < len(segments) else None
+                end = parameter_end.fullmatch(segments[k + 1]) if k + 1 < len(segments) else None
+                if block is None or end is None:
+                    return UnparsedToolCallPart(raw, "a parameter block is malformed", name=name)
+                key, flag, value = block.groups()
+                if flag == "true":
+                    value = json.dumps(value, ensure_ascii=False)
+                else:
+                    try:
+                        json.loads(value)
+                    except ValueError as exc:
+                        why = f'parameter {key!r} (string="false") is not JSON: {exc}'
+                        return UnparsedToolCallPart(raw, why, name=name)
+                members.append(json.dumps(key, ensure_ascii=False) + ": " + value)
+                k += 2
+                if end.group(1) == "</":
+                    break
+        elif rest not in ("\n</", "</"):
+            return UnparsedToolCallPart(raw, error, name=name)
+        if segments[k:] != invoke_end:
+            return UnparsedToolCallPart(raw, end_error, name=name)
+        return ToolCallPart(name, "{" + ", ".join(members) + "}")
+
+    return dsml_call
+
+
+dsml_call = dsml_call_builder(DSMLTags())
+"""DeepSeek-V4's ``invoke`` reader."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +137,11 @@ class DSMLGrammar:
     reasoning_first: bool = True
     """Thinking mode: the completion starts inside the reasoning (the prompt ends
     ``<think>``); chat mode (False): it starts with the answer."""
-    build_call: ToolCallBuilder = dsml_call
-    """An ``invoke`` block split at its ``｜DSML｜`` tokens -> a part."""
+    tags: DSMLTags = DSMLTags()
+    """The tag names after ``｜DSML｜``."""
+    build_call: ToolCallBuilder | None = None
+    """An ``invoke`` block split at its ``｜DSML｜`` tokens -> a part (default: the
+    reader of ``tags``, :func:`dsml_call_builder`)."""
 
 
 _SECTION = "section"  # inside <｜DSML｜tool_calls>, between invokes
@@ -128,9 +151,7 @@ _INVOKE_STATE = "invoke"  # inside <｜DSML｜invoke ...> ... </｜DSML｜invoke
 _OPENER_TAIL = re.compile(rb"\n{0,2}(?:</?)?\Z")
 _OPENER_TAIL_TEXT = re.compile(r"\n{0,2}(?:</?)?\Z")
 _OPENER_TAIL_MAX = 4
-_INVOKE_TAG = re.compile(rb'invoke name="[^"\n]*"')
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
-_INVOKE_END = b"invoke>"
 _SECTION_TEXT = "text inside the tool-call section (kept as text)"
 
 
@@ -227,7 +248,10 @@ class DSMLParser(_WholeRuns):
             events=events,
         )
         self._g = grammar
-        self._build = grammar.build_call
+        self._build = g.build_call or dsml_call_builder(g.tags)
+        self._section_tag = g.tags.section.encode()
+        self._invoke_tag = re.compile(re.escape(g.tags.invoke.encode()) + rb' name="[^"\n]*"')
+        self._invoke_end_tag = g.tags.invoke.encode() + b">"
         self._ends_turn = frozenset(g.ends_message)
         self._dsml_text = DSML.encode()
         self._state = THINKING if g.reasoning_first else TEXT
@@ -285,7 +309,7 @@ class DSMLParser(_WholeRuns):
                 return
             if state == _INVOKE_STATE and self._invoke_end is not None:
                 # After "</｜DSML｜": text that does not begin "invoke>" goes on the invoke.
-                need = _INVOKE_END[len(self._invoke_end) :]
+                need = self._invoke_end_tag[len(self._invoke_end) :]
                 head = (data or b"")[: len(need)] if text is None else text[: len(need)].encode()
                 if not need.startswith(head):
                     self._invoke_end = None
@@ -355,11 +379,11 @@ class DSMLParser(_WholeRuns):
         closing, start, _ = self._tag
         asm = self.asm
         state = self._state
-        if not closing and name == b"tool_calls" and state == TEXT:
+        if not closing and name == self._section_tag and state == TEXT:
             self._tag = None
             asm.close(start + 1)
             self._state = _SECTION
-        elif not closing and _INVOKE_TAG.fullmatch(name) and state in (TEXT, _SECTION):
+        elif not closing and self._invoke_tag.fullmatch(name) and state in (TEXT, _SECTION):
             self._tag = None
             if state == TEXT:
                 self._issue(start, "an invoke outside a tool-call section")
@@ -371,7 +395,7 @@ class DSMLParser(_WholeRuns):
             self._flush_pending()
             self._state = _INVOKE_STATE
             self._invoke_tail = b">"
-        elif closing and name == b"tool_calls" and state == _SECTION:
+        elif closing and name == self._section_tag and state == _SECTION:
             self._tag = None
             asm.close(start)
             self._state = TEXT
@@ -395,7 +419,7 @@ class DSMLParser(_WholeRuns):
         """Bytes of an open invoke; returns what follows its end tag, if it ended."""
         pending = self._invoke_end
         if pending is not None:
-            need = _INVOKE_END[len(pending) :]
+            need = self._invoke_end_tag[len(pending) :]
             if data.startswith(need):  # the end tag
                 n = len(need)
                 self._decode(data[:n])

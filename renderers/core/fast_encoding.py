@@ -111,6 +111,9 @@ PROVEN: dict[str, Proven] = {
     "7adf774ae88a9d42d1d594f3951d7e40805fc1c81c4170864730c82d4a53e03f": Proven(
         "deepseek-ai/DeepSeek-V4-Pro", _DEEPSEEK, nfc=False
     ),
+    "d2793779fef9846dff721998b9f7832c9fd39fc5b7ac061fda70439877a0c149": Proven(
+        "deepseek-ai/DeepSeek-V4.1-Flash", _DEEPSEEK, nfc=False
+    ),
     "346409135c11aa04183aba51197491694de9245cc109e3009d283c1638085c50": Proven(
         "moonshotai/Kimi-K2.5", _KIMI, nfc=False
     ),
