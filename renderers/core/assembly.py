@@ -173,14 +173,16 @@ class PartAssembler:
         return self._start
 
     def _begin(self) -> None:
-        self._index = len(self.parts)
+        index = self._index = len(self.parts)
         self.parts.append(None)
         self.spans.append((self._start, self._start))
-        index = self._index
-        self._deltas = _KEPT_DELTAS[index] if index < _KEPT_PARTS else {}
-        self._update_sink()
-        if self.events is not None:
-            self.events.append(PartStarted(self._index, self.kind or TEXT))
+        kind = self.kind
+        # (what _update_sink sets, inlined: once per part)
+        self._sink = None if kind is None or self._prefix or self._held else self._chunks
+        events = self.events
+        if events is not None:
+            self._deltas = _KEPT_DELTAS[index] if index < _KEPT_PARTS else {}
+            events.append(PartStarted(index, kind or TEXT))
 
     def _emit(self, text: str) -> None:
         if self._index < 0:
@@ -200,13 +202,20 @@ class PartAssembler:
         sink = self._sink
         if sink is None:
             held = self._held
-            if not held or self._index < 0:  # (text is held only once a prefix is stripped)
+            if held and self._index >= 0:
+                text = held + text  # the part began; only text held back goes first
+                self._held = ""
+                sink = self._sink = self._chunks
+            elif held or self._prefix or self.kind is None or text[-1] in self._holdback:
+                # (text is held only once a prefix is stripped; a part begins with text
+                # that is not held back)
                 self._write(text)
                 self._update_sink()
                 return
-            text = held + text  # the part began; only text held back goes first
-            self._held = ""
-            sink = self._sink = self._chunks
+            else:  # nothing to strip or release: a region's first text begins its part
+                if self._index < 0:
+                    self._begin()
+                sink = self._sink = self._chunks
         holdback = self._holdback
         if text[-1] in holdback:
             # The longest tail of the text that begins the holdback (a one-character
@@ -285,8 +294,9 @@ class PartAssembler:
         if self._held:
             self._flush_held("")
         self._segments.append("".join(self._chunks))
-        self._chunks = []
-        self._update_sink()
+        chunks = self._chunks = []
+        plain = self.kind is not None and self._index >= 0 and not self._prefix
+        self._sink = chunks if plain else None  # (what _update_sink sets, inlined)
         if separator and self.events is not None:
             if self._index < 0:
                 self._begin()

@@ -46,6 +46,8 @@ class WritesThrough(NamedTuple):
 
 
 _NOT_THROUGH = WritesThrough(False)
+# StreamParser's fields, in slots as IdReader's are (see IdReader).
+_FIELDS = ("_direct", "_draft_reported", "_early", "_finished", "_gate", "_issues", "_plain", "asm")
 
 
 class StreamParser(IdReader):
@@ -54,6 +56,8 @@ class StreamParser(IdReader):
     Subclasses set ``structural`` ids (besides the stop ids) and implement
     :meth:`_on_text`, :meth:`_on_token` and :meth:`_on_end` (see :class:`IdReader`).
     """
+
+    __slots__ = _FIELDS  # (a format's parser adds its own fields in its instance dict)
 
     role = "assistant"
 

@@ -35,6 +35,31 @@ class IdReader:
     being handed on); ``self._done`` says the message ended (what follows is trailing).
     """
 
+    # Slots: a format's parser adds its own state to these, and an instance dict of more
+    # than 30 keys stops sharing keys with its class's other instances (slower to build
+    # and to read); the engine's fields in slots keep a format's dict small.
+    __slots__ = (
+        "_byte_ends",
+        "_decoder",
+        "_done",
+        "_eos_ids",
+        "_id_bytes",
+        "_id_str",
+        "_ids",
+        "_one_shot",
+        "_pending",
+        "_pos",
+        "_shift",
+        "_stop_id",
+        "_stop_ids",
+        "_structural",
+        "_table",
+        "_trailing",
+        "_trailing_pieces",
+        "_valid",
+        "_vocab_size",
+    )
+
     def __init__(self, table: TokenTable, ids: StructuralIds, byte_offsets: bool) -> None:
         self._table = table
         self._id_bytes = table.id_to_bytes
