@@ -39,7 +39,11 @@ Oracles (``tests/test_qwen_line.py``): TRL's byte-exact ``qwen2_5.jinja`` render
 transformers' sandbox and tokenized by the Qwen3-8B tokenizer with the four tokens
 Qwen2.5 lacks removed (Qwen2.5's own tokenizer files are not available offline; the
 tests check that the unmodified Qwen3 tokenizer gives the same ids for everything this
-renderer writes). Agreement over the 44 conversations of ``tests/corpus.py``: AGREEMENT.
+renderer writes). Agreement over the 43 conversations of ``tests/corpus.py`` that do not
+spell control tokens: all 61 generation prompts, all 43 conversations rendered whole,
+all 33 supervised examples of a last answer (9 with the trained turn's reasoning dropped
+on request, as the template drops it), each trained turn parsing back to a message that
+renders back to the same ids; the Qwen3-8B tokenizer gives the same ids throughout.
 tml-renderers 0.2.1 has no Qwen2.5 renderer.
 
 Divergences from the template, on purpose (as in :mod:`renderers.qwen3`): message text
