@@ -46,11 +46,16 @@ on request, as the template drops it), each trained turn parsing back to a messa
 renders back to the same ids; the Qwen3-8B tokenizer gives the same ids throughout.
 tml-renderers 0.2.1 has no Qwen2.5 renderer.
 
-Divergences from the template, on purpose (as in :mod:`renderers.qwen3`): message text
-that spells a control token is encoded as ordinary text; list-of-parts content is its
-text parts joined (the template fails on it); reasoning of a trained turn (the format has
-no place for it) is refused, or left out with ``reasoning="drop"``, and untrained turns'
-reasoning is dropped as the template drops it.
+Divergences from the template, on purpose (as in :mod:`renderers.qwen3`):
+
+- message text that spells a control token is encoded as ordinary text;
+- a trained turn after the last user query is encoded apart from the generation prompt
+  (``assistant⏎``), as sampled (an answer starting with whitespace would merge with that
+  newline in the template's text tokenized whole); in a turn a later user message
+  follows (its history form) such a merged token is refused;
+- list-of-parts content is its text parts joined (the template fails on it);
+- reasoning of a trained turn (the format has no place for it) is refused, or left out
+  with ``reasoning="drop"``; untrained turns' reasoning is dropped as the template drops it.
 """
 
 from __future__ import annotations

@@ -65,9 +65,12 @@ Divergences from the template, on purpose:
   as an empty string, silently dropping training text);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
-- with ``enable_thinking=False`` a trained turn is encoded apart from the prompt's empty
-  think block, as the model samples it (the template's text tokenized whole can merge the
-  block's last newlines with the answer's first characters);
+- a trained turn after the last user query is encoded apart from its generation prompt
+  (``assistant⏎``, and with ``enable_thinking=False`` the prompt's empty think block), as
+  the model samples it (the template's text tokenized whole can merge the prompt's last
+  newlines with the answer's first characters: a turn without a think block starting
+  with whitespace); a trained turn a later user message follows is in its history form,
+  where such a merged token is refused;
 - assistant parts in a non-canonical order (``[thinking, text, tool call, thinking, ...]``)
   are written in that order with the same markers, so parsed messages render back.
 """
@@ -186,6 +189,7 @@ class Qwen3Renderer(Renderer):
             self.tool_response = control("<tool_response>")
             self.tool_response_end = control("</tool_response>")
         self._newline = tuple(self.table.encode("\n"))
+        self._assistant_header = tuple(self.table.encode("assistant\n"))
         self.grammar = grammar(self.table, self._thinking)
         """The parsing grammar (see :func:`grammar`)."""
 
@@ -225,8 +229,8 @@ class Qwen3Renderer(Renderer):
             if m.role == "user" or (m.role == "system" and i > 0):
                 if m.role == "system" and not self._late_system:
                     raise ValueError(
-                        f"messages[{i}].role: {name}'s template silently drops a system message "
-                        "after the first; put the system message first"
+                        f"messages[{i}].role: a system message after the first is silently "
+                        f"dropped by {name}'s template; put the system message first"
                     )
                 self._turn(w, m.role, plain_text(m, i, name), i)
             elif m.role == "assistant":
@@ -239,7 +243,8 @@ class Qwen3Renderer(Renderer):
                 )
                 if w.trains(i):
                     parts, think_block = self._trained_parts(parts, i, think_block, options)
-                self._assistant(w, parts, i, think_block, options)
+                prompt_form = w.trains(i) and i > last_query
+                self._assistant(w, parts, i, think_block, options, prompt_form)
             elif m.role == "tool":
                 if i == 0 or messages[i - 1].role != "tool":
                     w.control(self.im_start, i)
@@ -330,9 +335,18 @@ class Qwen3Renderer(Renderer):
         i: int,
         think_block: bool,
         options: Any,
+        prompt_form: bool = False,
     ) -> None:
+        """``prompt_form``: a trained turn after the last user query, written after its
+        generation prompt as sampled (the rest are written as the template writes the
+        whole conversation)."""
         w.control(self.im_start, i)
-        w.text("assistant\n", i)
+        if prompt_form:
+            # The generation prompt's end: the sampled tokens follow it, encoded on their
+            # own (an answer starting with whitespace would merge with its newline).
+            w.encoded(self._assistant_header, i)
+        else:
+            w.text("assistant\n", i)
         parts = joined_text_parts(parts)
         previous: str | None = None
         if not think_block:

@@ -51,11 +51,16 @@ and VL: 9 of them with the trained turn's reasoning dropped on request, as the t
 drops it), and each of those trained turns parses back, with no issue, to a message that
 renders back to the same ids.
 
-Divergences from the templates, on purpose (as in :mod:`renderers.qwen3`): message text
-that spells a control token is encoded as ordinary text; list-of-parts content is its
-text parts joined (the 2507 templates render it as ``''``); tool-call arguments are
-written as the text given (the template writes a string as is, an object as ``tojson``:
-the same text whenever the given text is in that form).
+Divergences from the templates, on purpose (as in :mod:`renderers.qwen3`):
+
+- message text that spells a control token is encoded as ordinary text;
+- a trained turn after the last user query is encoded apart from the generation prompt
+  (``assistant⏎``), as sampled (an answer starting with whitespace would merge with that
+  newline in the template's text tokenized whole); in a turn a later user message
+  follows (its history form) such a merged token is refused;
+- list-of-parts content is its text parts joined (the 2507 templates render it as ``''``);
+- tool-call arguments are written as the text given (the template writes a string as is,
+  an object as ``tojson``: the same text whenever the given text is in that form).
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
         "gpt_oss",
         "llama3",  # tokenizers from their publishers' packages: no --tokenizer needed
         "mistral",
+        "qwen2.5",  # the Qwen line on Qwen3's tokenizer
+        "qwen3_instruct_2507",
+        "qwen3_thinking_2507",
+        "qwen3_vl",
     ],
 )
 def test_the_demo_of_every_model_runs_quietly(model: str) -> None:

@@ -345,6 +345,30 @@ QWEN3 = Layout(
     call_markers=("<tool_call>", "</tool_call>"),
 )
 
+
+def qwen_instruct_canonical(m: Message) -> Message:
+    """What the Qwen line without think blocks (Qwen2.5, Qwen3-2507 Instruct, Qwen3-VL)
+    gives back: Qwen3's reading with no think block: NFC text (adjacent parts merged, as
+    written), no tool-call ids; ``</think>`` in text is text."""
+    out: list[Any] = []
+    for p in _merge_text(m.parts):
+        if isinstance(p, TextPart):
+            out.append(TextPart(_nfc(p.text)))
+        elif isinstance(p, ToolCallPart):
+            out.append(ToolCallPart(p.name, _nfc(p.arguments)))
+        else:
+            assert isinstance(p, UnparsedToolCallPart)
+            out.append(UnparsedToolCallPart(_nfc(p.raw), "?"))
+    return Message("assistant", out)
+
+
+QWEN_INSTRUCT = Layout(
+    separators=r"\n",
+    verbatim_names=False,  # names are JSON strings
+    kept_controls=("<tool_call>", "</tool_call>"),  # out of place
+    call_markers=("<tool_call>", "</tool_call>"),
+)
+
 # -- DeepSeek-V3 ----------------------------------------------------------------------------
 
 _R1_OPEN, _R1_CLOSE = "<think>\n", "\n</think>\n\n"
@@ -1225,6 +1249,28 @@ SPECS = [
         text_with_calls=False,
     ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
+    *(
+        Spec(
+            name,
+            "Qwen/Qwen3-8B",
+            (),
+            strategies.assistant_messages(thinking=False),
+            qwen_instruct_canonical,
+            QWEN_INSTRUCT,
+            thinking=False,
+            conversations=NO_REASONING,
+        )
+        for name in ("qwen2.5", "qwen3_instruct_2507", "qwen3_vl")
+    ),
+    Spec(
+        "qwen3_thinking_2507",
+        "Qwen/Qwen3-8B",
+        (),
+        QWEN3_MESSAGES,
+        qwen3_canonical,
+        QWEN3,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
     Spec(
         "qwen3",
         "Qwen/Qwen3-8B",

@@ -112,6 +112,18 @@ def _llama3(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return test_llama3.template_ids(test_llama3.meta_tokenizer_instance(), messages, tools, gen)
 
 
+def _qwen_line(name: str) -> Oracle:
+    """The official templates of the Qwen line on Qwen3's format (tests/test_qwen_line.py)."""
+
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_qwen_line
+
+        config = next(c for c in test_qwen_line.CONFIGS if c.name == name)
+        return config.ids(config.text(messages, tools, gen))
+
+    return ids
+
+
 def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     """mistral-common's encoder (tests/test_mistral.py), without its request validator
     (these conversations' call ids are not its 9 characters)."""
@@ -150,6 +162,10 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("glm5.3_flash", {"clear_thinking": True}, _glm5("glm5.3_flash", clear_thinking=True)),
     ("llama3", {}, _llama3),
     ("mistral", {}, _mistral),
+    ("qwen2.5", {}, _qwen_line("qwen2.5")),
+    ("qwen3_instruct_2507", {}, _qwen_line("qwen3_instruct_2507")),
+    ("qwen3_thinking_2507", {}, _qwen_line("qwen3_thinking_2507")),
+    ("qwen3_vl", {}, _qwen_line("qwen3_vl")),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -170,6 +186,10 @@ MODEL_IDS = {
     "glm5.3_flash": "zai-org/GLM-5.3-Flash",
     "llama3": "meta-llama/Llama-3.1-8B-Instruct",
     "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
+    "qwen2.5": "Qwen/Qwen3-8B",
+    "qwen3_instruct_2507": "Qwen/Qwen3-8B",
+    "qwen3_thinking_2507": "Qwen/Qwen3-8B",
+    "qwen3_vl": "Qwen/Qwen3-8B",
 }
 _BUILT: dict[Any, Renderer] = {}
 
@@ -261,6 +281,7 @@ WRITES_TRAINED_REASONING = {
     ("glm5.3", ()),
     ("glm5.3", (("clear_thinking", True),)),
     ("glm5.3_flash", (("clear_thinking", True),)),
+    ("qwen3_thinking_2507", ()),
 }
 # Formats checked on prompts only where a turn is trained: tml-renderers' supervised
 # examples train the last turn only; Kimi-K2.5 trains it as sampled (tests/test_kimi_k2_5.py).
