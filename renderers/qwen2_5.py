@@ -46,6 +46,11 @@ on request, as the template drops it), each trained turn parsing back to a messa
 renders back to the same ids; the Qwen3-8B tokenizer gives the same ids throughout.
 tml-renderers 0.2.1 has no Qwen2.5 renderer.
 
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template). The template fails on a
+turn without calls whose content is ``None`` or missing (``'⏎' + content``), and writes a
+``None`` result as ``None`` under transformers 5.0 to 5.22 (5.23 and later drop the key).
+
 Divergences from the template, on purpose (as in :mod:`renderers.qwen3`):
 
 - message text that spells a control token is encoded as ordinary text;

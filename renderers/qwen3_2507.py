@@ -51,6 +51,11 @@ and VL: 9 of them with the trained turn's reasoning dropped on request, as the t
 drops it), and each of those trained turns parses back, with no issue, to a message that
 renders back to the same ids.
 
+Degenerate inputs: ``content: None`` is empty text, ``tool_calls: []`` no calls and a
+``None`` tool result an empty one (what vLLM hands a template). The 2507 templates render
+them so whether transformers passes the ``None`` (5.0 to 5.22) or drops the key (5.23 and
+later); Qwen3-VL's fails on a ``None`` content under 5.0 to 5.22 (it iterates over it).
+
 Divergences from the templates, on purpose (as in :mod:`renderers.qwen3`):
 
 - message text that spells a control token is encoded as ordinary text;

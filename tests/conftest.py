@@ -66,6 +66,11 @@ TML_TOKENIZERS = {
     # Shipped by the publisher's own package (the families extra), not the hub.
     "meta-llama/Llama-3.1-8B-Instruct": "renderers.core.packaged_tokenizers:Llama3Tokenizer",
     "mistralai/Mistral-Nemo-Instruct-2407": "renderers.core.packaged_tokenizers:TekkenTokenizer",
+    # The Qwen line on Qwen3's vocabulary (renderers/qwen2_5.py, renderers/qwen3_2507.py).
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-4B-Instruct-2507": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-4B-Thinking-2507": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-VL-8B-Instruct": "Qwen/Qwen3-8B",
 }
 
 

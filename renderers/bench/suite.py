@@ -245,7 +245,7 @@ def _bench_options(name: str, config: Config) -> dict[str, Any]:
 
 # Formats whose default rendering cannot express the conversation's reasoning (a caller
 # error; their templates drop it): they render it without reasoning, token-identically.
-_NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1")
+_NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1", "qwen3_instruct_2507", "qwen3_vl")
 
 
 def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
