@@ -65,9 +65,12 @@ Divergences from the template, on purpose:
   as an empty string, silently dropping training text);
 - message text that spells a control token (``<|im_end|>``, ``<think>``...) is encoded as
   ordinary text, never as the control token;
-- with ``enable_thinking=False`` a trained turn is encoded apart from the prompt's empty
-  think block, as the model samples it (the template's text tokenized whole can merge the
-  block's last newlines with the answer's first characters);
+- a trained turn after the last user query is encoded apart from its generation prompt
+  (``assistant⏎``, and with ``enable_thinking=False`` the prompt's empty think block), as
+  the model samples it (the template's text tokenized whole can merge the prompt's last
+  newlines with the answer's first characters: a turn without a think block starting
+  with whitespace); a trained turn a later user message follows is in its history form,
+  where such a merged token is refused;
 - assistant parts in a non-canonical order (``[thinking, text, tool call, thinking, ...]``)
   are written in that order with the same markers, so parsed messages render back.
 """
@@ -77,7 +80,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from renderers.core.assembly import TEXT, THINKING, TOOL_CALL
 from renderers.core.engine import StreamParser
@@ -132,17 +135,19 @@ class Qwen3Options:
     reads it (``"call"``; see :data:`~renderers.core.options.DraftedCalls`)."""
 
 
-def grammar(table: TokenTable) -> TagGrammar:
+def grammar(table: TokenTable, thinking: bool = True) -> TagGrammar:
     """The parsing grammar: text, think blocks and ``<tool_call>`` JSON in any order, with
     the separators the template writes (a newline inside a think block on both sides, a
-    blank line after it, a newline before a call after text or another call)."""
+    blank line after it, a newline before a call after text or another call).
+    ``thinking=False`` (the formats without think blocks): ``<think>`` and ``</think>`` are
+    not markers."""
     control = table.control_id
     return TagGrammar(
         stop=(control("<|im_end|>"),),
         eos=(control("<|endoftext|>"),),
         ends_message=(control("<|im_start|>"),),
-        think=control("<think>"),
-        think_end=control("</think>"),
+        think=control("<think>") if thinking else None,
+        think_end=control("</think>") if thinking else None,
         call=control("<tool_call>"),
         call_end=control("</tool_call>"),
         build_call=json_call_builder("</tool_call>"),
@@ -153,13 +158,21 @@ def grammar(table: TokenTable) -> TagGrammar:
 
 
 class Qwen3Renderer(Renderer):
-    """Renderer and parser for Qwen3 thinking models."""
+    """Renderer and parser for Qwen3 thinking models; the writer of the Qwen line's
+    ``<tool_call>`` JSON formats (Qwen2.5, Qwen3-2507, Qwen3-VL subclass it)."""
 
     name = "qwen3"
     default_model = "Qwen/Qwen3-8B"
-    Options = Qwen3Options
+    Options: ClassVar[type[Any]] = Qwen3Options
     roles = ("system", "user", "assistant", "tool")
     message_markers = MessageMarkers(starts={"<|im_start|>": ""})
+    # The formats of the Qwen line that share this writer (renderers.qwen2_5,
+    # renderers.qwen3_2507) differ only in these:
+    _thinking: ClassVar[bool] = True  # think blocks (reasoning, inline </think>)
+    _opens_think: ClassVar[bool] = False  # the generation prompt ends "<think>⏎"
+    _default_system: ClassVar[str | None] = None  # the system text without a system message
+    _late_system: ClassVar[bool] = True  # a system message after the first is a turn
+    _text_tool_response: ClassVar[bool] = False  # <tool_response> is text (not in the vocab)
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -167,13 +180,17 @@ class Qwen3Renderer(Renderer):
         self.im_start = control("<|im_start|>")
         self.im_end = control("<|im_end|>")
         self.end_of_text = control("<|endoftext|>")
-        self.think = control("<think>")
-        self.think_end = control("</think>")
+        if self._thinking:  # (Qwen2.5's vocabulary has no think tokens)
+            self.think = control("<think>")
+            self.think_end = control("</think>")
         self.tool_call = control("<tool_call>")
         self.tool_call_end = control("</tool_call>")
-        self.tool_response = control("<tool_response>")
-        self.tool_response_end = control("</tool_response>")
-        self.grammar = grammar(self.table)
+        if not self._text_tool_response:
+            self.tool_response = control("<tool_response>")
+            self.tool_response_end = control("</tool_response>")
+        self._newline = tuple(self.table.encode("\n"))
+        self._assistant_header = tuple(self.table.encode("assistant\n"))
+        self.grammar = grammar(self.table, self._thinking)
         """The parsing grammar (see :func:`grammar`)."""
 
     @property
@@ -187,60 +204,89 @@ class Qwen3Renderer(Renderer):
         w: TokenWriter,
         messages: list[Message],
         tools: list[Mapping[str, Any]] | None,
-        options: Qwen3Options,
+        options: Any,
         add_generation_prompt: bool,
     ) -> None:
+        name = self.name
         first_is_system = bool(messages) and messages[0].role == "system"
+        system = plain_text(messages[0], 0, name) if first_is_system else self._default_system
+        system_index = 0 if first_is_system else -1
         if tools:
             w.control(self.im_start)
             w.text("system\n")
-            if first_is_system:
-                w.text(plain_text(messages[0], 0, "qwen3") + "\n\n", 0)
+            if system is not None:
+                w.text(system + "\n\n", system_index)
             w.template(_TOOLS_INTRO)
             for tool in tools:
                 w.text("\n" + json.dumps(tool, ensure_ascii=False))
             w.template(_TOOLS_OUTRO)
-        elif first_is_system:
-            self._turn(w, "system", plain_text(messages[0], 0, "qwen3"), 0)
+        elif system is not None:
+            self._turn(w, "system", system, system_index)
 
         last_query = _last_query_index(messages)
         n = len(messages)
         for i, m in enumerate(messages):
             if m.role == "user" or (m.role == "system" and i > 0):
-                self._turn(w, m.role, plain_text(m, i, "qwen3"), i)
+                if m.role == "system" and not self._late_system:
+                    raise ValueError(
+                        f"messages[{i}].role: a system message after the first is silently "
+                        f"dropped by {name}'s template; put the system message first"
+                    )
+                self._turn(w, m.role, plain_text(m, i, name), i)
             elif m.role == "assistant":
-                parts = _assistant_parts(m)
-                keep_thinking = i > last_query or not options.strip_thinking_history
+                parts = _assistant_parts(m) if self._thinking else list(m.parts)
                 has_reasoning = any(type(p) is ThinkingPart and p.text for p in parts)
-                think_block = keep_thinking and ((i == n - 1 and i > last_query) or has_reasoning)
+                think_block = (
+                    self._thinking
+                    and (i > last_query or not options.strip_thinking_history)
+                    and ((i == n - 1 and i > last_query) or has_reasoning)
+                )
                 if w.trains(i):
                     parts, think_block = self._trained_parts(parts, i, think_block, options)
-                self._assistant(w, parts, i, think_block, options)
+                prompt_form = w.trains(i) and i > last_query
+                self._assistant(w, parts, i, think_block, options, prompt_form)
             elif m.role == "tool":
                 if i == 0 or messages[i - 1].role != "tool":
                     w.control(self.im_start, i)
                     w.text("user", i)
-                w.text("\n", i)
-                w.control(self.tool_response, i)
-                w.text("\n" + plain_text(m, i, "qwen3") + "\n", i)
-                w.control(self.tool_response_end, i)
+                if self._text_tool_response:
+                    w.text(f"\n<tool_response>\n{plain_text(m, i, name)}\n</tool_response>", i)
+                else:
+                    w.text("\n", i)
+                    w.control(self.tool_response, i)
+                    w.text("\n" + plain_text(m, i, name) + "\n", i)
+                    w.control(self.tool_response_end, i)
                 if i == n - 1 or messages[i + 1].role != "tool":
                     w.control(self.im_end, i)
                     w.text("\n", i)
         if add_generation_prompt:
             w.control(self.im_start)
             w.text("assistant\n")
-            if not options.enable_thinking:
+            if self._opens_think:
+                w.control(self.think)
+                w.text("\n")
+            elif self._thinking and not options.enable_thinking:
                 self._empty_think_block(w, -1, False)
 
     def _trained_parts(
-        self, parts: list[Part], i: int, think_block: bool, options: Qwen3Options
+        self, parts: list[Part], i: int, think_block: bool, options: Any
     ) -> tuple[list[Part], bool]:
         """The parts of trained turn ``i`` and whether it gets a think block, such that its
         untrained prefix is the generation prompt: reasoning the format cannot write there
         is refused or dropped (option ``reasoning``)."""
         reasoning = any(type(p) is ThinkingPart and p.text.strip("\n") for p in parts)
-        if options.enable_thinking:
+        if not self._thinking:
+            if reasoning and options.reasoning == "error":
+                raise reasoning_error(self.name, i, "the format has no place for reasoning")
+            return [p for p in parts if type(p) is not ThinkingPart], False
+        if self._opens_think and not think_block:
+            raise ValueError(
+                f"messages[{i}]: {self.name} writes this turn without the think block its "
+                "generation prompt opens (the template writes one only for turns after the "
+                "last user query), so it cannot be trained; train turns after the last user "
+                "query (one example per turn), or pass strip_thinking_history=False"
+            )
+        if self._opens_think or options.enable_thinking:
             if reasoning and not think_block and options.reasoning == "error":
                 raise reasoning_error(
                     self.name, i, "its template drops reasoning before the last user query"
@@ -288,18 +334,39 @@ class Qwen3Renderer(Renderer):
         parts: list[Part],
         i: int,
         think_block: bool,
-        options: Qwen3Options,
+        options: Any,
+        prompt_form: bool = False,
     ) -> None:
+        """``prompt_form``: a trained turn after the last user query, written after its
+        generation prompt as sampled (the rest are written as the template writes the
+        whole conversation)."""
         w.control(self.im_start, i)
-        w.text("assistant\n", i)
+        if prompt_form:
+            # The generation prompt's end: the sampled tokens follow it, encoded on their
+            # own (an answer starting with whitespace would merge with its newline).
+            w.encoded(self._assistant_header, i)
+        else:
+            w.text("assistant\n", i)
         parts = joined_text_parts(parts)
         previous: str | None = None
         if not think_block:
             parts = [p for p in parts if type(p) is not ThinkingPart]
+        elif self._opens_think and w.trains(i):
+            # The generation prompt ends "<think>⏎": the sampled reasoning follows, encoded
+            # on its own (as the model samples it).
+            reasoning = ""
+            if parts and type(parts[0]) is ThinkingPart:
+                reasoning, parts = parts[0].text.strip("\n"), parts[1:]
+            w.control(self.think, i)
+            w.encoded(self._newline, i)
+            w.text(reasoning + "\n", i, True)
+            w.control(self.think_end, i, True)
+            w.text("\n\n", i, True)
+            previous = THINKING
         elif not parts or type(parts[0]) is not ThinkingPart or not parts[0].text.strip("\n"):
             # The template's empty block; with thinking off it is part of the prompt (a
             # trained turn's reasoning was refused or dropped: see _trained_parts).
-            thinking = options.enable_thinking
+            thinking = self._opens_think or options.enable_thinking
             self._empty_think_block(w, i, thinking, prompt_end=not thinking and w.trains(i))
             previous = THINKING
             if parts and type(parts[0]) is ThinkingPart:
@@ -327,7 +394,7 @@ class Qwen3Renderer(Renderer):
                     if json.dumps(part.name, ensure_ascii=False)[1:-1] != part.name:
                         raise ValueError(
                             f"messages[{i}]: tool name {part.name!r} needs JSON escaping, which "
-                            "qwen3's template does not do (it writes the name unescaped)"
+                            f"{self.name}'s template does not do (it writes the name unescaped)"
                         )
                     w.text(
                         '\n{"name": "' + part.name + '", "arguments": ' + arguments + "}\n", i, True
@@ -342,24 +409,28 @@ class Qwen3Renderer(Renderer):
 
     # -- prefill ------------------------------------------------------------------------
 
-    def _write_prefill(self, w: TokenWriter, prefill: str, options: Qwen3Options) -> None:
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
         """With thinking on a prefill starts the reasoning (``<think>⏎{prefill}``, as the
-        model opens it); with it off it follows the prompt's empty think block."""
-        if options.enable_thinking:
+        model opens it); with it off (or no think blocks) it follows the prompt."""
+        if self._thinking and not self._opens_think and options.enable_thinking:
             w.control(self.think)
             prefill = "\n" + prefill
         w.text(prefill)
 
-    def _prefill_ids(self, prefill: str, options: Qwen3Options) -> list[int]:
-        if options.enable_thinking:
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        if self._thinking and not self._opens_think and options.enable_thinking:
             return [self.think, *self.table.encode("\n" + prefill)]
         return self.table.encode(prefill)
 
     # -- parsing ------------------------------------------------------------------------
 
-    def _new_parser(self, options: Qwen3Options, events: bool) -> StreamParser:
+    def _new_parser(self, options: Any, events: bool) -> StreamParser:
         return TaggedParser(
-            self.grammar, self.table, events, calls_end_reasoning=options.drafted_calls == "call"
+            self.grammar,
+            self.table,
+            events,
+            opens_reasoning=self._opens_think,
+            calls_end_reasoning=getattr(options, "drafted_calls", "reasoning") == "call",
         )
 
     # -- multi-turn rollouts ------------------------------------------------------------
@@ -367,12 +438,15 @@ class Qwen3Renderer(Renderer):
     @property
     def extension_property(self) -> ExtensionProperty:
         reasons = [
-            "the last assistant turn gets an empty think block that history turns lose",
             'tool calls are re-serialized as {"name": ..., "arguments": ...}',
             "text is re-tokenized (a sampled tokenization may differ from encoding it)",
         ]
-        if self.options.strip_thinking_history:
-            reasons.insert(0, "reasoning of turns before the last user query is dropped")
+        if self._thinking:
+            reasons.insert(
+                0, "the last assistant turn gets an empty think block that history turns lose"
+            )
+            if self.options.strip_thinking_history:
+                reasons.insert(0, "reasoning of turns before the last user query is dropped")
         return ExtensionProperty(False, "; ".join(reasons))
 
     def _close_turn(

@@ -28,6 +28,8 @@ __all__ = [
 
 FAMILIES: tuple[str, ...] = (
     "renderers.qwen3",
+    "renderers.qwen3_2507",
+    "renderers.qwen2_5",
     "renderers.qwen3_5",
     "renderers.deepseek_v3",
     "renderers.deepseek_v3_1",

@@ -60,6 +60,10 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
         "llama3",  # tokenizers from their publishers' packages: no --tokenizer needed
         "llama4",
         "mistral",
+        "qwen2.5",  # the Qwen line on Qwen3's tokenizer
+        "qwen3_instruct_2507",
+        "qwen3_thinking_2507",
+        "qwen3_vl",
     ],
 )
 def test_the_demo_of_every_model_runs_quietly(model: str) -> None:

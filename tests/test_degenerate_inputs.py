@@ -132,6 +132,24 @@ def _tml_encode(model_id: str) -> Callable[[str], list[int]]:
     return lambda text: template_ids(tokenizer_for(model_id), text)
 
 
+def _qwen_line_encode(name: str) -> Callable[[str], list[int]]:
+    """The Qwen-line oracle's tokenizer (tests/test_qwen_line.py: Qwen2.5's vocabulary)."""
+
+    def encode(text: str) -> list[int]:
+        from tests import test_qwen_line
+
+        config = next(c for c in test_qwen_line.CONFIGS if c.name == name)
+        return config.ids(text)
+
+    return encode
+
+
+def _thinking_2507_template() -> str:
+    from tests.test_qwen_line import thinking_2507_template
+
+    return thinking_2507_template()
+
+
 def _kimi_encode(model_id: str) -> Callable[[str], list[int]]:
     return lambda text: list(_kimi(model_id).encode(text, add_special_tokens=False))
 
@@ -173,6 +191,28 @@ FORMATS = [
         functools.cache(
             lambda: get_renderer("Qwen/Qwen3-8B", tokenizer_for("Qwen/Qwen3-8B"), generic=True)
         ),
+    ),
+    *(
+        Format(
+            name,
+            "Qwen/Qwen3-8B",
+            lambda t=template: trl_template(t),
+            _qwen_line_encode(name),
+            _named(name, "Qwen/Qwen3-8B"),
+            object_arguments=name == "qwen2.5",  # it writes arguments with tojson
+        )
+        for name, template in (
+            ("qwen2.5", "qwen2_5"),
+            ("qwen3_instruct_2507", "qwen3_instruct_2507"),
+            ("qwen3_vl", "qwen3_vl"),
+        )
+    ),
+    Format(
+        "qwen3_thinking_2507",
+        "Qwen/Qwen3-8B",
+        lambda: _thinking_2507_template(),
+        _hf_encode("Qwen/Qwen3-8B"),
+        _named("qwen3_thinking_2507", "Qwen/Qwen3-8B"),
     ),
     Format(
         "qwen3.5",
@@ -273,6 +313,16 @@ TEMPLATE: dict[tuple[str, str], tuple[str, str]] = {
     ("gpt_oss", "text_empty_calls"): (FAILS, FAILS),
     ("gpt_oss", "empty_tool_result"): (SAME, FAILS),
     ("gpt_oss", "none_tool_result"): (FAILS, FAILS),
+    # Qwen2.5: '\n' + message.content of a turn without calls (missing or None: fails); a
+    # None result is written "None".
+    ("qwen2.5", "content_none"): (FAILS, FAILS),
+    ("qwen2.5", "content_none_empty_calls"): (FAILS, FAILS),
+    ("qwen2.5", "none_tool_result"): (SAME, DIFFERS),
+    # Qwen3-VL: iterates over a content that is not a string (None: fails; missing: none).
+    ("qwen3_vl", "content_none"): (SAME, FAILS),
+    ("qwen3_vl", "content_none_empty_calls"): (SAME, FAILS),
+    ("qwen3_vl", "empty_tool_result"): (SAME, FAILS),
+    ("qwen3_vl", "none_tool_result"): (SAME, FAILS),
 }
 
 

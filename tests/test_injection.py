@@ -30,7 +30,7 @@ HARMLESS_ANSWER = "plain answer"
 # templates do: the text before it becomes reasoning. That is interpretation by design,
 # not injection, so in assistant text (only) these formats get the control strings
 # without "</think>".
-SPLITS_AT_THINK_END = {"qwen3", "qwen3.5", "qwen3.6", "deepseek_v3.1"}
+SPLITS_AT_THINK_END = {"qwen3", "qwen3_thinking_2507", "qwen3.5", "qwen3.6", "deepseek_v3.1"}
 
 # Where a template drops the reasoning of the trained (last) turn, the renderer refuses it
 # (the error is asserted by ``trainable``) and the supervised builds below train on the

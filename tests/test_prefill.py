@@ -172,6 +172,13 @@ def _mistral_prefilled(messages: list[dict[str, Any]]) -> list[int]:
     return ids
 
 
+def _thinking_2507_template() -> str:
+    """Qwen3's template with Thinking-2507's generation prompt (tests/test_qwen_line.py)."""
+    from tests.test_qwen_line import thinking_2507_template
+
+    return thinking_2507_template()
+
+
 def _hf(model_id: str) -> Callable[[str], list[int]]:
     return lambda text: list(tokenizer_for(model_id).encode(text, add_special_tokens=False))
 
@@ -232,6 +239,25 @@ MODES = [
     *_qwen("qwen3.5", Q35, lambda: trl_template("qwen3_5_think"), _tml(Q35)),
     *_qwen("qwen3.6", Q36, lambda: trl_template("qwen3_6"), _tml(Q36)),
     *_qwen("qwen3.8", Q38, lambda: trl_template("qwen3_8"), _tml(Q38)),
+    *(
+        Mode(name, name, Q3, (), TextPart, "content", lambda t=template: trl_template(t), _hf(Q3))
+        for name, template in (
+            ("qwen2.5", "qwen2_5"),
+            ("qwen3_instruct_2507", "qwen3_instruct_2507"),
+            ("qwen3_vl", "qwen3_vl"),
+        )
+    ),
+    Mode(
+        "qwen3_thinking_2507",
+        "qwen3_thinking_2507",
+        Q3,
+        (),
+        ThinkingPart,
+        "reasoning_content",
+        lambda: _thinking_2507_template(),
+        _hf(Q3),
+        content_differs=EMPTY_THINK_QWEN,
+    ),
     Mode(
         "deepseek_v3",
         "deepseek_v3",

@@ -349,6 +349,30 @@ QWEN3 = Layout(
     call_markers=("<tool_call>", "</tool_call>"),
 )
 
+
+def qwen_instruct_canonical(m: Message) -> Message:
+    """What the Qwen line without think blocks (Qwen2.5, Qwen3-2507 Instruct, Qwen3-VL)
+    gives back: Qwen3's reading with no think block: NFC text (adjacent parts merged, as
+    written), no tool-call ids; ``</think>`` in text is text."""
+    out: list[Any] = []
+    for p in _merge_text(m.parts):
+        if isinstance(p, TextPart):
+            out.append(TextPart(_nfc(p.text)))
+        elif isinstance(p, ToolCallPart):
+            out.append(ToolCallPart(p.name, _nfc(p.arguments)))
+        else:
+            assert isinstance(p, UnparsedToolCallPart)
+            out.append(UnparsedToolCallPart(_nfc(p.raw), "?"))
+    return Message("assistant", out)
+
+
+QWEN_INSTRUCT = Layout(
+    separators=r"\n",
+    verbatim_names=False,  # names are JSON strings
+    kept_controls=("<tool_call>", "</tool_call>"),  # out of place
+    call_markers=("<tool_call>", "</tool_call>"),
+)
+
 # -- DeepSeek-V3 ----------------------------------------------------------------------------
 
 _R1_OPEN, _R1_CLOSE = "<think>\n", "\n</think>\n\n"
@@ -1322,6 +1346,28 @@ SPECS = [
         leading_line_breaks=False,
     ),
     Spec("qwen3", "Qwen/Qwen3-8B", (), QWEN3_MESSAGES, qwen3_canonical, QWEN3),
+    *(
+        Spec(
+            name,
+            "Qwen/Qwen3-8B",
+            (),
+            strategies.assistant_messages(thinking=False),
+            qwen_instruct_canonical,
+            QWEN_INSTRUCT,
+            thinking=False,
+            conversations=NO_REASONING,
+        )
+        for name in ("qwen2.5", "qwen3_instruct_2507", "qwen3_vl")
+    ),
+    Spec(
+        "qwen3_thinking_2507",
+        "Qwen/Qwen3-8B",
+        (),
+        QWEN3_MESSAGES,
+        qwen3_canonical,
+        QWEN3,
+        conversations=QWEN35_CONVERSATIONS,
+    ),
     Spec(
         "qwen3",
         "Qwen/Qwen3-8B",
@@ -2254,16 +2300,17 @@ def _fixed_messages(spec: Spec, n: int) -> list[Message]:
     return out
 
 
-MODELS = sorted({s.model_id for s in SPECS})
+MODELS = sorted({(s.model_id, s.name) for s in SPECS})
+"""One renderer class per model id and name (the Qwen line shares Qwen3-8B's tokenizer)."""
 
 
-@pytest.mark.parametrize("model_id", MODELS)
-def test_renderers_can_be_pickled_and_shared_between_threads(model_id: str) -> None:
+@pytest.mark.parametrize(("model_id", "name"), MODELS, ids=[f"{m}-{n}" for m, n in MODELS])
+def test_renderers_can_be_pickled_and_shared_between_threads(model_id: str, name: str) -> None:
     """A renderer survives pickling (data-loader workers) by name, options and tokenizer
     source: small, and in a process that holds the tokenizer it gets the same token table
     back; the unpickled one is used by 8 threads at once: rendering, parsing and streaming
     with every option set of the model's specs give what the original renderer gives."""
-    specs = [s for s in SPECS if s.model_id == model_id]
+    specs = [s for s in SPECS if s.model_id == model_id and s.name == name]
     r = specs[0].renderer()
     data = pickle.dumps(r)
     assert len(data) < 64 * 1024

@@ -155,6 +155,18 @@ def _llama4(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     return test_llama4.template_ids(template, Tokenizer.get_instance(), messages, tools, gen)
 
 
+def _qwen_line(name: str) -> Oracle:
+    """The official templates of the Qwen line on Qwen3's format (tests/test_qwen_line.py)."""
+
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_qwen_line
+
+        config = next(c for c in test_qwen_line.CONFIGS if c.name == name)
+        return config.ids(config.text(messages, tools, gen))
+
+    return ids
+
+
 def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
     """mistral-common's encoder (tests/test_mistral.py), without its request validator
     (these conversations' call ids are not its 9 characters)."""
@@ -201,6 +213,10 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("llama3", {}, _llama3),
     ("llama4", {}, _llama4),
     ("mistral", {}, _mistral),
+    ("qwen2.5", {}, _qwen_line("qwen2.5")),
+    ("qwen3_instruct_2507", {}, _qwen_line("qwen3_instruct_2507")),
+    ("qwen3_thinking_2507", {}, _qwen_line("qwen3_thinking_2507")),
+    ("qwen3_vl", {}, _qwen_line("qwen3_vl")),
 ]
 MODEL_IDS = {
     "qwen3": "Qwen/Qwen3-8B",
@@ -226,6 +242,10 @@ MODEL_IDS = {
     "llama3": "meta-llama/Llama-3.1-8B-Instruct",
     "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
+    "qwen2.5": "Qwen/Qwen3-8B",
+    "qwen3_instruct_2507": "Qwen/Qwen3-8B",
+    "qwen3_thinking_2507": "Qwen/Qwen3-8B",
+    "qwen3_vl": "Qwen/Qwen3-8B",
 }
 _BUILT: dict[Any, Renderer] = {}
 
@@ -321,6 +341,7 @@ WRITES_TRAINED_REASONING = {
     ("glm5.3", ()),
     ("glm5.3", (("clear_thinking", True),)),
     ("glm5.3_flash", (("clear_thinking", True),)),
+    ("qwen3_thinking_2507", ()),
 }
 # DeepSeek-R1 writes the reasoning of a trained answer after a user message, not after tool
 # outputs (the prompt there opens no think block).

@@ -16,6 +16,8 @@ so the renderers benchmarked here work when it is installed without dependencies
 Which peer renderer stands for which of ours (with our options for the same format):
 
 - ``qwen3``: tml ``Qwen3()``; cookbook ``qwen3``.
+- ``qwen3_instruct_2507``, ``qwen3_vl`` (text): tml ``Qwen3.instruct()``,
+  ``Qwen3.vision_instruct()``; ``qwen2.5`` and ``qwen3_thinking_2507``: none.
 - ``deepseek_v3`` (ours with ``fix_tool_format=True``: the peer writes the format the
   template means, not its defects): tml ``DeepSeekV3()``; the cookbook has no V3 renderer
   (its ``deepseekv3`` is the V3.1 format).
@@ -396,6 +398,8 @@ _MATCHES: dict[str, list[_Match]] = {
         _Match(COOKBOOK, "deepseekv3_thinking", _THINKING_V31, "thinking", tools=False),
     ],
     "kimi_k2_thinking": [_Match(TML, "KimiK2()"), _Match(COOKBOOK, "kimi_k2")],
+    "qwen3_instruct_2507": [_Match(TML, "Qwen3.instruct()", reasoning=False)],
+    "qwen3_vl": [_Match(TML, "Qwen3.vision_instruct()", reasoning=False)],
     "qwen3.5": [_Match(TML, "Qwen35()")],
     "qwen3.8": [_Match(TML, "Qwen38()")],
     "deepseek_v4": [_Match(TML, "DeepSeekV4()")],

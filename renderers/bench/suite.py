@@ -245,7 +245,7 @@ def _bench_options(name: str, config: Config) -> dict[str, Any]:
 
 # Formats whose default rendering cannot express the conversation's reasoning (a caller
 # error; their templates drop it): they render it without reasoning, token-identically.
-_NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1")
+_NO_REASONING = ("kimi_k2", "deepseek_v3", "deepseek_v3.1", "qwen3_instruct_2507", "qwen3_vl")
 
 
 def _render_rows(renderer: Renderer, config: Config) -> list[Row]:
@@ -305,8 +305,12 @@ def _template_rows(renderer: Renderer, messages: list[dict[str, Any]], config: C
     same conversation, timed in turn with the specialised renderer: the cost of the
     template path. Where the template breaks the untrained-prefix invariant on the last
     turn (gpt-oss drops earlier analysis), the example is built with ``train_on="all"``.
-    None where the tokenizer has no chat template (tml-renderers' tokenizers)."""
-    if not getattr(renderer.tokenizer, "chat_template", None):
+    None where the tokenizer has no chat template (tml-renderers' tokenizers) or is another
+    model's stand-in (the Qwen line reads Qwen3-8B's vocabulary: its template is Qwen3's)."""
+    source = type(renderer).tokenizer_source
+    if not getattr(renderer.tokenizer, "chat_template", None) or (
+        source is not None and source not in type(renderer).model_ids
+    ):
         return []
     generic = get_renderer(
         renderer.name,

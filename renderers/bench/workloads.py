@@ -114,7 +114,7 @@ def _expressible(renderer: Renderer, parts: list[Any]) -> list[Any]:
     if renderer.name.startswith("gpt_oss"):
         # Harmony: one tool call per assistant turn; analysis then final.
         return [p for p in parts if isinstance(p, (ThinkingPart, TextPart))]
-    if renderer.name == "kimi_k2":  # an instruct model: no reasoning
+    if renderer.name in ("kimi_k2", "qwen3_instruct_2507", "qwen3_vl"):  # instruct: no reasoning
         return [p for p in parts if not isinstance(p, ThinkingPart)]
     if renderer.name in ("deepseek_v3", "deepseek_v3.1"):  # one think block, at the start
         return [p for k, p in enumerate(parts) if k == 0 or not isinstance(p, ThinkingPart)]

@@ -61,7 +61,16 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "deepseek_v3.1": {"thinking": True, "keep_thinking": True},
     "kimi_k2_thinking": {"keep_last_reasoning": True},
 }
-_NO_REASONING = ("kimi_k2", "llama3", "llama4", "mistral")  # the format has no reasoning at all
+# The formats with no reasoning at all.
+_NO_REASONING = (
+    "kimi_k2",
+    "llama3",
+    "llama4",
+    "mistral",
+    "qwen2.5",
+    "qwen3_instruct_2507",
+    "qwen3_vl",
+)
 _CALLS_ALONE = ("llama3", "mistral")  # a call turn holds the calls only (no text)
 
 

@@ -474,10 +474,21 @@ def _part_from_dict(d: Mapping[str, Any]) -> Part:
             incomplete=incomplete,
             arguments=_str_field(d, "arguments", required=False),
         )
+    if kind in _MEDIA_TYPES:
+        raise ValueError(
+            f"type: {kind!r} parts are not supported: the renderers write text (images, "
+            "audio and video of multimodal models are out of scope)"
+        )
     raise ValueError(
         f"type: unknown part type {kind!r} (expected text, thinking, tool_call or "
         "unparsed_tool_call)"
     )
+
+
+_MEDIA_TYPES = frozenset(
+    ["image", "image_url", "input_image", "video", "video_url", "audio", "input_audio"]
+)
+"""OpenAI's and Hugging Face's spellings of multimodal parts."""
 
 
 def _tool_call_part(call: Any) -> ToolCallPart:
