@@ -248,25 +248,18 @@ def _shape(parts: Any) -> list[Any]:
     return out
 
 
-@pytest.mark.parametrize("tool_format", ["json", "python_list"])
-@pytest.mark.parametrize(
-    ("conv_id", "message"), _call_messages(), ids=[c for c, _ in _call_messages()]
-)
-def test_meta_encoders_call_turns_parse_to_their_calls(
-    llama4: Llama4Renderer, encoder: Any, conv_id: str, message: dict[str, Any], tool_format: str
-) -> None:
-    """Meta's encoder writes calls bare (``{"type": "function", ...}`` or the pythonic
-    list, each call on its own, back to back) and ends the turn with ``<|eom|>``: the
-    parser reads each call of both."""
-    from llama_models.datatypes import RawMessage, StopReason, ToolCall, ToolPromptFormat
+def _meta_calls(message: dict[str, Any], tool_format: str) -> list[Any] | None:
+    """The message's calls as Meta's ``ToolCall`` values, or None where Meta's encoder
+    cannot write them in ``tool_format``: a name that is no Python name has no pythonic
+    spelling, and ``ToolCall`` holds arguments nested one level at most."""
+    from llama_models.datatypes import ToolCall
     from pydantic import ValidationError
 
-    if tool_format == "python_list" and any(
-        not c["function"]["name"].replace(".", "_").isidentifier() for c in message["tool_calls"]
-    ):
-        pytest.skip("a name that is no Python name is no pythonic call (it parses as text)")
+    names = [c["function"]["name"] for c in message["tool_calls"]]
+    if tool_format == "python_list" and not all(n.replace(".", "_").isidentifier() for n in names):
+        return None
     try:
-        calls = [
+        return [
             ToolCall(
                 call_id=str(k),
                 tool_name=c["function"]["name"],
@@ -275,7 +268,47 @@ def test_meta_encoders_call_turns_parse_to_their_calls(
             for k, c in enumerate(message["tool_calls"])
         ]
     except ValidationError:
-        pytest.skip("Meta's ToolCall holds arguments nested one level at most")
+        return None
+
+
+META_UNWRITABLE = {
+    ("tool_call_nested_args", "json"),
+    ("tool_call_nested_args", "python_list"),
+    ("tool_name_with_punctuation", "python_list"),
+}
+"""The corpus call turns Meta's encoder cannot write (:func:`_meta_calls`)."""
+
+META_CASES = [
+    (conv_id, message, tool_format)
+    for tool_format in ("json", "python_list")
+    for conv_id, message in _call_messages()
+    if (conv_id, tool_format) not in META_UNWRITABLE
+]
+
+
+def test_meta_encoder_cannot_write_exactly_the_documented_call_turns() -> None:
+    unwritable = {
+        (conv_id, tool_format)
+        for tool_format in ("json", "python_list")
+        for conv_id, message in _call_messages()
+        if _meta_calls(message, tool_format) is None
+    }
+    assert unwritable == META_UNWRITABLE
+
+
+@pytest.mark.parametrize(
+    ("conv_id", "message", "tool_format"), META_CASES, ids=[f"{c}-{f}" for c, _, f in META_CASES]
+)
+def test_meta_encoders_call_turns_parse_to_their_calls(
+    llama4: Llama4Renderer, encoder: Any, conv_id: str, message: dict[str, Any], tool_format: str
+) -> None:
+    """Meta's encoder writes calls bare (``{"type": "function", ...}`` or the pythonic
+    list, each call on its own, back to back) and ends the turn with ``<|eom|>``: the
+    parser reads each call of both."""
+    from llama_models.datatypes import RawMessage, StopReason, ToolPromptFormat
+
+    calls = _meta_calls(message, tool_format)
+    assert calls is not None
     raw = RawMessage(
         role="assistant", content="", tool_calls=calls, stop_reason=StopReason.end_of_turn
     )

@@ -99,7 +99,7 @@ Canonical = Callable[[Message], Message | None]
 
 def _with_kimi_ids(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Calls with ids as Kimi models sample them, ``functions.NAME:IDX`` (Kimi-K2-Thinking
-    and K2.5 write the caller's id where the name would be: see ``with_kimi_ids``)."""
+    and K2.5/K2.6 write the caller's id where the name would be: see ``with_kimi_ids``)."""
     out = copy.deepcopy(conversation)
     renamed: dict[Any, str] = {}
     for m in out:
@@ -187,7 +187,7 @@ def test_every_trained_run_is_a_completion_that_ends_at_its_stop_token(
     attributed = not isinstance(r, TemplateRenderer)
     runs_checked = messages_checked = 0
     for name, conversation, tools in CONVERSATIONS:
-        if label.startswith(("kimi_k2.5", "kimi_k2_thinking")):
+        if label.startswith(("kimi_k2.5", "kimi_k2.6", "kimi_k2_thinking")):
             conversation = _with_kimi_ids(conversation)
         for train_on in ("all_assistant", "last_assistant_turn"):
             try:
