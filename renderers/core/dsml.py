@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, ToolCallBuilder
-from renderers.core.engine import BatchRuns, StreamParser
+from renderers.core.engine import BatchRuns, StreamParser, WritesThrough
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
@@ -184,6 +184,8 @@ _OPENER_TAIL_MAX = 4
 _DSML_BYTES = DSML.encode()
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
 _SECTION_TEXT = "text inside the tool-call section (kept as text)"
+_WRITES_THROUGH = WritesThrough(True)
+_NOT_THROUGH = WritesThrough(False)
 
 
 class _WholeRuns(StreamParser):
@@ -290,12 +292,19 @@ class DSMLParser(_WholeRuns):
 
     # -- text -----------------------------------------------------------------------------
 
-    def _text_ok(self, data: bytes) -> bool:
+    def _writes_text(self) -> bool:
+        """Ordinary text goes unchanged into the open part (reasoning, an invoke's body)."""
+        state = self._state
         if self._tag is not None:
             return False
-        if self._state == THINKING:
-            return True
-        return self._state == TEXT and not self._held and b"<" not in data and b"\n" not in data
+        return state == THINKING or (state == _INVOKE_STATE and self._invoke_end is None)
+
+    def _text_ok(self, data: bytes) -> bool:
+        plain = self._tag is None and self._state == TEXT and not self._held
+        return self._writes_text() or (plain and b"<" not in data and b"\n" not in data)
+
+    def _writes_through(self) -> WritesThrough:
+        return _WRITES_THROUGH if self._writes_text() else _NOT_THROUGH
 
     def _on_text(self, text: str) -> None:
         self.asm.write(text)
@@ -414,7 +423,8 @@ class DSMLParser(_WholeRuns):
             asm.write("<")
             asm.next_segment(DSML)
             self._decode(name + b">")
-            self._flush_pending()
+            if self._pending:
+                self._flush_pending()
             self._state = _INVOKE_STATE
         elif closing and name == d.section_tag and state == _SECTION:
             self._tag = None
@@ -444,7 +454,8 @@ class DSMLParser(_WholeRuns):
             if data.startswith(need):  # the end tag
                 n = len(need)
                 self._decode(data[:n])
-                self._flush_pending()
+                if self._pending:
+                    self._flush_pending()
                 self._invoke_end = None
                 at = self._byte_end(self._pos - 1) - len(data) + n - 1  # where ">" is
                 self.asm.close(self._token_at_byte(at) + 1, build=self._build)
@@ -459,8 +470,7 @@ class DSMLParser(_WholeRuns):
     def _on_token(self, token_id: int, pos: int) -> None:
         state = self._state
         if token_id == self._dsml and state == _INVOKE_STATE:
-            # The commonest structure (inside an invoke no tag is open): a new segment,
-            # "</｜DSML｜" (the segment so far ends "</") perhaps the invoke's end tag.
+            # The commonest case (no tag is open): a new segment, after "</" maybe the end.
             asm = self.asm
             chunks = asm._chunks  # its text as written (an invoke strips nothing)
             tail = chunks[-1] if chunks else ""
@@ -488,7 +498,11 @@ class DSMLParser(_WholeRuns):
                 self.asm.write(self._table.control_text(token_id) or "")
         else:
             if state == _INVOKE_STATE:
-                self._cut_invoke(pos, f"{self._table.control_text(token_id)} inside an invoke")
+                name = self._table.control_text(token_id)
+                self._issue(pos, f"{name} inside an invoke (the invoke is cut there)")
+                self.asm.close(pos, incomplete=True, build=self._build)
+                self._invoke_end = None
+                self._state = _SECTION
             self._flush_held(pos)
             if token_id == g.think:
                 if self._state == _SECTION:
@@ -523,16 +537,11 @@ class DSMLParser(_WholeRuns):
             before = before[:-2]  # the blank line before a section is structure
         if before:
             self._content(before, len(held) - len(before))
-        self._flush_pending()
+        if self._pending:
+            self._flush_pending()
         start = self._token_at_byte(self._byte_end(pos - 1) - len(opener))
         self._tag = (closing, start, held[len(before) :] if before else held)
         self._tag_text = b""
-
-    def _cut_invoke(self, pos: int, why: str) -> None:
-        self._issue(pos, why + " (the invoke is cut there)")
-        self.asm.close(pos, incomplete=True, build=self._build)
-        self._invoke_end = None
-        self._state = _SECTION
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         if self._tag is not None:
