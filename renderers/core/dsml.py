@@ -39,6 +39,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,10 @@ __all__ = ["DSML", "DSMLGrammar", "DSMLParser", "DSMLTags", "dsml_call", "dsml_c
 
 DSML = "｜DSML｜"
 """The control token that opens every DSML tag (after ``<`` or ``</``)."""
+
+# A str as json.dumps(s, ensure_ascii=False) writes it (what that call returns for a str),
+# without building an encoder per call.
+_json_string = encode_basestring
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +104,14 @@ def dsml_call_builder(tags: DSMLTags) -> ToolCallBuilder:
                     return UnparsedToolCallPart(raw, "a parameter block is malformed", name=name)
                 key, flag, value = block.groups()
                 if flag == "true":
-                    value = json.dumps(value, ensure_ascii=False)
+                    value = _json_string(value)
                 else:
                     try:
                         json.loads(value)
                     except ValueError as exc:
                         why = f'parameter {key!r} (string="false") is not JSON: {exc}'
                         return UnparsedToolCallPart(raw, why, name=name)
-                members.append(json.dumps(key, ensure_ascii=False) + ": " + value)
+                members.append(_json_string(key) + ": " + value)
                 k += 2
                 if end.group(1) == "</":
                     break
