@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
@@ -177,6 +177,10 @@ class DSMLGrammar:
             ends_turn=frozenset(self.ends_message),
         )
         object.__setattr__(self, "_derived", derived)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its fields alone (what it derives holds closures: it is rebuilt)."""
+        return type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init)
 
 
 _SECTION = "section"  # inside <｜DSML｜tool_calls>, between invokes
