@@ -215,6 +215,7 @@ class DeepSeekV4Renderer(Renderer):
         self.think = control(THINK)
         self.think_end = control(THINK_END)
         self.dsml = control(DSML)
+        self._grammars: dict[str, DSMLGrammar] = {}  # by thinking mode (parse setup)
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -380,7 +381,10 @@ class DeepSeekV4Renderer(Renderer):
         )
 
     def _new_parser(self, options: DeepSeekV4Options, events: bool) -> StreamParser:
-        return DSMLParser(self.table, self.grammar(options), events)
+        grammar = self._grammars.get(options.thinking_mode)
+        if grammar is None:  # the grammar depends on the mode alone: built once per mode
+            grammar = self._grammars[options.thinking_mode] = self.grammar(options)
+        return DSMLParser(self.table, grammar, events)
 
     # -- multi-turn rollouts ------------------------------------------------------------
 

@@ -337,6 +337,26 @@ def test_completions_parse_on_the_one_shot_path_as_fed(
     assert len(fed.message.parts) >= 5
 
 
+@pytest.mark.parametrize("thinking_mode", ["thinking", "chat"])
+def test_a_grammar_record_pickles_and_parses_the_same_after(thinking_mode: str) -> None:
+    """The grammar record travels (to a worker process) by its fields: what it derives for
+    its parser is rebuilt on the other side, and parses the same."""
+    import pickle
+
+    from renderers.core.dsml import DSMLParser
+    from renderers.core.scanning import sampled_text_ids
+
+    r = renderer(thinking_mode=thinking_mode)
+    grammar = r.grammar(r.options)
+    copy_ = pickle.loads(pickle.dumps(grammar))
+    assert copy_ == grammar
+    text = f"a</think>b\n\n<{DSML}tool_calls>\n{_INVOKE}\n</{DSML}tool_calls>"
+    ids = sampled_text_ids(r.table, text)
+    parsed = DSMLParser(r.table, copy_, False).parse(ids)
+    assert parsed == r.parse_response(ids)
+    assert ToolCallPart("f", '{"a": 1}') in parsed.message.parts
+
+
 _INVOKE = (
     f'<{DSML}invoke name="f">\n<{DSML}parameter name="a" string="false">1</{DSML}parameter>\n'
     f"</{DSML}invoke>"

@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
 
 from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, ToolCallBuilder
-from renderers.core.engine import BatchRuns, StreamParser
+from renderers.core.engine import BatchRuns, StreamParser, WritesThrough
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
 from renderers.core.tokens import TokenTable
@@ -52,6 +54,10 @@ __all__ = ["DSML", "DSMLGrammar", "DSMLParser", "DSMLTags", "dsml_call", "dsml_c
 
 DSML = "｜DSML｜"
 """The control token that opens every DSML tag (after ``<`` or ``</``)."""
+
+# A str as json.dumps(s, ensure_ascii=False) writes it (what that call returns for a str),
+# without building an encoder per call.
+_json_string = encode_basestring
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +70,10 @@ class DSMLTags:
     parameter: str = "parameter"
 
 
+@lru_cache(maxsize=16)
 def dsml_call_builder(tags: DSMLTags) -> ToolCallBuilder:
     """The reader of an ``invoke`` block written with ``tags``: the block split at its
-    ``｜DSML｜`` tokens -> a tool call."""
+    ``｜DSML｜`` tokens -> a tool call (built once per ``tags``)."""
     invoke = re.compile(re.escape(tags.invoke) + r' name="([^"\n]*)">\n')
     parameter = re.compile(
         re.escape(tags.parameter) + r' name="([^"\n]*)" string="(true|false)">(.*)</', re.DOTALL
@@ -97,14 +104,14 @@ def dsml_call_builder(tags: DSMLTags) -> ToolCallBuilder:
                     return UnparsedToolCallPart(raw, "a parameter block is malformed", name=name)
                 key, flag, value = block.groups()
                 if flag == "true":
-                    value = json.dumps(value, ensure_ascii=False)
+                    value = _json_string(value)
                 else:
                     try:
                         json.loads(value)
                     except ValueError as exc:
                         why = f'parameter {key!r} (string="false") is not JSON: {exc}'
                         return UnparsedToolCallPart(raw, why, name=name)
-                members.append(json.dumps(key, ensure_ascii=False) + ": " + value)
+                members.append(_json_string(key) + ": " + value)
                 k += 2
                 if end.group(1) == "</":
                     break
@@ -119,6 +126,19 @@ def dsml_call_builder(tags: DSMLTags) -> ToolCallBuilder:
 
 dsml_call = dsml_call_builder(DSMLTags())
 """DeepSeek-V4's ``invoke`` reader."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What a parser derives from its grammar, built once per grammar (not per parse)."""
+
+    structural: tuple[int, ...]
+    build: ToolCallBuilder
+    section_tag: bytes
+    invoke_tag: re.Pattern[bytes]
+    invoke_end_tag: bytes
+    invoke_end_text: str
+    ends_turn: frozenset[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +162,25 @@ class DSMLGrammar:
     build_call: ToolCallBuilder | None = None
     """An ``invoke`` block split at its ``｜DSML｜`` tokens -> a part (default: the
     reader of ``tags``, :func:`dsml_call_builder`)."""
+    _derived: _Derived = field(init=False, repr=False, compare=False)
+    """What a parser needs beyond the fields, built with the record (not per parse)."""
+
+    def __post_init__(self) -> None:
+        invoke = self.tags.invoke
+        derived = _Derived(
+            structural=(self.think, self.think_end, self.dsml, *self.ends_message),
+            build=self.build_call or dsml_call_builder(self.tags),
+            section_tag=self.tags.section.encode(),
+            invoke_tag=re.compile(re.escape(invoke.encode()) + rb' name="[^"\n]*"'),
+            invoke_end_tag=invoke.encode() + b">",
+            invoke_end_text=invoke + ">",
+            ends_turn=frozenset(self.ends_message),
+        )
+        object.__setattr__(self, "_derived", derived)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its fields alone (what it derives holds closures: it is rebuilt)."""
+        return type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init)
 
 
 _SECTION = "section"  # inside <｜DSML｜tool_calls>, between invokes
@@ -151,8 +190,11 @@ _INVOKE_STATE = "invoke"  # inside <｜DSML｜invoke ...> ... </｜DSML｜invoke
 _OPENER_TAIL = re.compile(rb"\n{0,2}(?:</?)?\Z")
 _OPENER_TAIL_TEXT = re.compile(r"\n{0,2}(?:</?)?\Z")
 _OPENER_TAIL_MAX = 4
+_DSML_BYTES = DSML.encode()
 _MAX_TAG = 1024  # bytes of a tag name before ">" (longer: not a tag)
 _SECTION_TEXT = "text inside the tool-call section (kept as text)"
+_WRITES_THROUGH = WritesThrough(True)
+_NOT_THROUGH = WritesThrough(False)
 
 
 class _WholeRuns(StreamParser):
@@ -241,25 +283,16 @@ class DSMLParser(_WholeRuns):
 
     def __init__(self, table: TokenTable, grammar: DSMLGrammar, events: bool) -> None:
         g = grammar
-        super().__init__(
-            table,
-            structural=(g.think, g.think_end, g.dsml, *g.ends_message),
-            stop_ids=g.stop,
-            events=events,
-        )
+        d = self._d = g._derived
+        super().__init__(table, structural=d.structural, stop_ids=g.stop, events=events)
         self._g = grammar
-        self._build = g.build_call or dsml_call_builder(g.tags)
-        self._section_tag = g.tags.section.encode()
-        self._invoke_tag = re.compile(re.escape(g.tags.invoke.encode()) + rb' name="[^"\n]*"')
-        self._invoke_end_tag = g.tags.invoke.encode() + b">"
-        self._ends_turn = frozenset(g.ends_message)
-        self._dsml_text = DSML.encode()
+        self._dsml = g.dsml
+        self._build = d.build
         self._state = THINKING if g.reasoning_first else TEXT
         self._held = b""  # TEXT/SECTION: text that may open a tag
         # After "<｜DSML｜" or "</｜DSML｜": (closing, token of "<", the text it replaced).
         self._tag: tuple[bool, int, bytes] | None = None
         self._tag_text = b""
-        self._invoke_tail = b""  # INVOKE: the last bytes of the open segment
         self._invoke_end: bytes | None = None  # INVOKE: bytes after "</｜DSML｜" so far
         if g.reasoning_first:
             self.asm.open(THINKING, 0, explicit=True)
@@ -268,12 +301,19 @@ class DSMLParser(_WholeRuns):
 
     # -- text -----------------------------------------------------------------------------
 
-    def _text_ok(self, data: bytes) -> bool:
+    def _writes_text(self) -> bool:
+        """Ordinary text goes unchanged into the open part (reasoning, an invoke's body)."""
+        state = self._state
         if self._tag is not None:
             return False
-        if self._state == THINKING:
-            return True
-        return self._state == TEXT and not self._held and b"<" not in data and b"\n" not in data
+        return state == THINKING or (state == _INVOKE_STATE and self._invoke_end is None)
+
+    def _text_ok(self, data: bytes) -> bool:
+        plain = self._tag is None and self._state == TEXT and not self._held
+        return self._writes_text() or (plain and b"<" not in data and b"\n" not in data)
+
+    def _writes_through(self) -> WritesThrough:
+        return _WRITES_THROUGH if self._writes_text() else _NOT_THROUGH
 
     def _on_text(self, text: str) -> None:
         self.asm.write(text)
@@ -307,21 +347,20 @@ class DSMLParser(_WholeRuns):
                 else:
                     self.asm.write(text)
                 return
-            if state == _INVOKE_STATE and self._invoke_end is not None:
-                # After "</｜DSML｜": text that does not begin "invoke>" goes on the invoke.
-                need = self._invoke_end_tag[len(self._invoke_end) :]
-                head = (data or b"")[: len(need)] if text is None else text[: len(need)].encode()
-                if not need.startswith(head):
-                    self._invoke_end = None
-            if state == _INVOKE_STATE and self._invoke_end is None:
-                if text is None:
-                    assert data is not None
-                    self._decode(data)
-                    self._invoke_tail = (self._invoke_tail + data)[-2:]
-                else:
-                    self.asm.write(text)
-                    self._invoke_tail = (self._invoke_tail + text[-2:].encode())[-2:]
-                return
+            if state == _INVOKE_STATE:
+                pending = self._invoke_end
+                if pending == b"" and text is not None:
+                    # Right after "</｜DSML｜" (a whole run): text that neither begins
+                    # "invoke>" nor is a beginning of it goes on the invoke.
+                    end = self._d.invoke_end_text
+                    if not (text.startswith(end) or end.startswith(text)):
+                        pending = self._invoke_end = None
+                if pending is None:
+                    if text is None:
+                        self._decode(data or b"")
+                    else:
+                        self.asm.write(text)
+                    return
             if state == TEXT and text is not None and not self._held:
                 # A run's text written but for a tail that may open a tag (ASCII).
                 tail = _OPENER_TAIL_TEXT.search(text, max(0, len(text) - _OPENER_TAIL_MAX))
@@ -379,11 +418,12 @@ class DSMLParser(_WholeRuns):
         closing, start, _ = self._tag
         asm = self.asm
         state = self._state
-        if not closing and name == self._section_tag and state == TEXT:
+        d = self._d
+        if not closing and name == d.section_tag and state == TEXT:
             self._tag = None
             asm.close(start + 1)
             self._state = _SECTION
-        elif not closing and self._invoke_tag.fullmatch(name) and state in (TEXT, _SECTION):
+        elif not closing and d.invoke_tag.fullmatch(name) and state in (TEXT, _SECTION):
             self._tag = None
             if state == TEXT:
                 self._issue(start, "an invoke outside a tool-call section")
@@ -392,10 +432,10 @@ class DSMLParser(_WholeRuns):
             asm.write("<")
             asm.next_segment(DSML)
             self._decode(name + b">")
-            self._flush_pending()
+            if self._pending:
+                self._flush_pending()
             self._state = _INVOKE_STATE
-            self._invoke_tail = b">"
-        elif closing and name == self._section_tag and state == _SECTION:
+        elif closing and name == d.section_tag and state == _SECTION:
             self._tag = None
             asm.close(start)
             self._state = TEXT
@@ -407,7 +447,7 @@ class DSMLParser(_WholeRuns):
         """The text held as a tag is text (with an issue): written where it stands."""
         assert self._tag is not None
         _, start, opener = self._tag
-        text = opener + self._dsml_text + self._tag_text
+        text = opener + _DSML_BYTES + self._tag_text
         self._tag = None
         self._tag_text = b""
         self._issue(start, f"{DSML} does not start a tag of the format (kept as text)")
@@ -419,11 +459,12 @@ class DSMLParser(_WholeRuns):
         """Bytes of an open invoke; returns what follows its end tag, if it ended."""
         pending = self._invoke_end
         if pending is not None:
-            need = self._invoke_end_tag[len(pending) :]
+            need = self._d.invoke_end_tag[len(pending) :]
             if data.startswith(need):  # the end tag
                 n = len(need)
                 self._decode(data[:n])
-                self._flush_pending()
+                if self._pending:
+                    self._flush_pending()
                 self._invoke_end = None
                 at = self._byte_end(self._pos - 1) - len(data) + n - 1  # where ">" is
                 self.asm.close(self._token_at_byte(at) + 1, build=self._build)
@@ -431,19 +472,28 @@ class DSMLParser(_WholeRuns):
                 return data[n:]
             self._invoke_end = pending + data if need.startswith(data) else None
         self._decode(data)
-        self._invoke_tail = (self._invoke_tail + data)[-2:]
         return b""
 
     # -- structure ------------------------------------------------------------------------
 
     def _on_token(self, token_id: int, pos: int) -> None:
+        state = self._state
+        if token_id == self._dsml and state == _INVOKE_STATE:
+            # The commonest case (no tag is open): a new segment, after "</" maybe the end.
+            asm = self.asm
+            chunks = asm._chunks  # its text as written (an invoke strips nothing)
+            tail = chunks[-1] if chunks else ""
+            if len(tail) < 2 and len(chunks) > 1:
+                tail = chunks[-2] + tail
+            asm.next_segment(DSML)
+            self._invoke_end = b"" if tail.endswith("</") else None
+            return
         g = self._g
         if self._tag is not None:  # a tag cut by a token is text
             self._not_a_tag()
-        state = self._state
         if token_id == g.dsml:
             self._on_dsml(pos)
-        elif token_id in self._ends_turn:
+        elif token_id in self._d.ends_turn:
             name = self._table.control_text(token_id)
             stop = self._table.control_text(g.stop[0])
             self._issue(pos, f"{name} before {stop}: the message ends here")
@@ -457,7 +507,11 @@ class DSMLParser(_WholeRuns):
                 self.asm.write(self._table.control_text(token_id) or "")
         else:
             if state == _INVOKE_STATE:
-                self._cut_invoke(pos, f"{self._table.control_text(token_id)} inside an invoke")
+                name = self._table.control_text(token_id)
+                self._issue(pos, f"{name} inside an invoke (the invoke is cut there)")
+                self.asm.close(pos, incomplete=True, build=self._build)
+                self._invoke_end = None
+                self._state = _SECTION
             self._flush_held(pos)
             if token_id == g.think:
                 if self._state == _SECTION:
@@ -477,11 +531,6 @@ class DSMLParser(_WholeRuns):
         if state == THINKING:
             self.asm.write(DSML)  # a call drafted inside the reasoning is reasoning
             return
-        if state == _INVOKE_STATE:
-            self.asm.next_segment(DSML)
-            self._invoke_end = b"" if self._invoke_tail.endswith(b"</") else None
-            self._invoke_tail = b""
-            return
         held = self._held
         closing = held.endswith(b"</")
         if not held.endswith(b"<") and not closing:
@@ -497,16 +546,11 @@ class DSMLParser(_WholeRuns):
             before = before[:-2]  # the blank line before a section is structure
         if before:
             self._content(before, len(held) - len(before))
-        self._flush_pending()
+        if self._pending:
+            self._flush_pending()
         start = self._token_at_byte(self._byte_end(pos - 1) - len(opener))
         self._tag = (closing, start, held[len(before) :] if before else held)
         self._tag_text = b""
-
-    def _cut_invoke(self, pos: int, why: str) -> None:
-        self._issue(pos, why + " (the invoke is cut there)")
-        self.asm.close(pos, incomplete=True, build=self._build)
-        self._invoke_end = None
-        self._state = _SECTION
 
     def _on_end(self, pos: int, stopped: bool) -> None:
         if self._tag is not None:
