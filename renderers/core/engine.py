@@ -24,7 +24,13 @@ from renderers.core.assembly import Event, PartAssembler
 from renderers.core.messages import Part
 from renderers.core.reading import SMALL_CHUNK, IdReader
 from renderers.core.result import ParseIssue, ParseResult, finished_result
-from renderers.core.scanning import MarkerScanner, chunk_bytes, scan_ids, structural_ids
+from renderers.core.scanning import (
+    MarkerScanner,
+    StructuralIds,
+    chunk_bytes,
+    scan_ids,
+    structural_ids,
+)
 from renderers.core.tokens import TokenTable, as_token_ids
 
 __all__ = ["BatchRuns", "StreamParser", "WritesThrough"]
@@ -65,13 +71,17 @@ class StreamParser(IdReader):
         self,
         table: TokenTable,
         *,
-        structural: Iterable[int],
-        stop_ids: Iterable[int],
+        structural: Iterable[int] = (),
+        stop_ids: Iterable[int] = (),
         eos_ids: Iterable[int] = (),
         events: bool = True,
         byte_offsets: bool = False,
+        ids: StructuralIds | None = None,
     ) -> None:
-        ids = structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
+        """``ids``: the tables :func:`structural_ids` made of these ids already (a format
+        keeps them per grammar), in their place."""
+        if ids is None:
+            ids = structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
         super().__init__(table, ids, byte_offsets)
         self._plain = ids.plain
         self.asm = PartAssembler(events)
@@ -100,7 +110,8 @@ class StreamParser(IdReader):
     def _new_scanner(self) -> MarkerScanner:
         """A scanner of this parser's ordinary text (``byte_offsets``), counting bytes by
         the parser's: every ordinary byte must reach it (pushed or passed through) before
-        it is asked for the next marker."""
+        it is asked for the next marker. Made in :meth:`_start_byte_offsets` (before the
+        first id is read), not per parse: a one-shot parse of runs needs none."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
         return MarkerScanner(self._byte_ends)
 
@@ -229,6 +240,8 @@ class StreamParser(IdReader):
         read as one id, a list or an array; then the format is asked whether the next feed
         may take the hot path."""
         self._direct = False  # until the format says so again (not if reading raises)
+        if self._byte_offsets:
+            self._start_byte_offsets()
         asm = self.asm
         if asm.events is not None:
             asm.events = []
@@ -315,6 +328,8 @@ class StreamParser(IdReader):
             raise RuntimeError("finish() called twice")
         self._finished = True
         self._direct = False
+        if self._byte_offsets:
+            self._start_byte_offsets()
         if self.asm.events is not None:
             self.asm.events = self._early or []
             self._early = None

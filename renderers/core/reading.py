@@ -40,6 +40,7 @@ class IdReader:
     # and to read); the engine's fields in slots keep a format's dict small.
     __slots__ = (
         "_byte_ends",
+        "_byte_offsets",
         "_decoder",
         "_done",
         "_eos_ids",
@@ -80,7 +81,16 @@ class IdReader:
         # Long runs of ids after the end, kept as they came, in order, before _trailing.
         self._trailing_pieces: list[TrailingPiece] = []
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        self._byte_ends = TokenByteEnds(ids.text_len) if byte_offsets else None
+        # Byte offsets are kept from the first id read (:meth:`_start_byte_offsets`): a
+        # one-shot parse of runs never reads ids one by one, so it never builds them.
+        self._byte_ends: TokenByteEnds | None = None
+        self._byte_offsets = byte_offsets
+
+    def _start_byte_offsets(self) -> None:
+        """Before the first id is read (formats with ``byte_offsets``): the byte offsets
+        of the ordinary text, and what a format builds on them (its scanners)."""
+        self._byte_offsets = False
+        self._byte_ends = TokenByteEnds(self._ids.text_len)
 
     # -- hooks for formats ----------------------------------------------------------------
 
