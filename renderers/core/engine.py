@@ -27,6 +27,7 @@ from renderers.core.result import ParseIssue, ParseResult, finished_result
 from renderers.core.scanning import (
     MarkerScanner,
     StructuralIds,
+    TokenByteEnds,
     chunk_bytes,
     scan_ids,
     structural_ids,
@@ -53,15 +54,24 @@ class WritesThrough(NamedTuple):
 
 _NOT_THROUGH = WritesThrough(False)
 # StreamParser's fields, in slots as IdReader's are (see IdReader).
-_FIELDS = ("_direct", "_draft_reported", "_early", "_finished", "_gate", "_issues", "_plain", "asm")
+_FIELDS = (
+    "_bytes",
+    "_direct",
+    "_draft_reported",
+    "_early",
+    "_finished",
+    "_gate",
+    "_issues",
+    "_plain",
+    "asm",
+)
 
 
 class StreamParser(IdReader):
     """Base of every format's incremental parser (``feed`` / ``finish``, or ``parse``).
 
-    Subclasses set ``structural`` ids (besides the stop ids) and implement
-    :meth:`_on_text`, :meth:`_on_token` and :meth:`_on_end` (see :class:`IdReader`).
-    """
+    Subclasses set ``structural`` ids (besides the stop ids), or ``ids`` their tables kept
+    per grammar, and implement ``_on_text``, ``_on_token``, ``_on_end`` (see IdReader)."""
 
     __slots__ = _FIELDS  # (a format's parser adds its own fields in its instance dict)
 
@@ -78,11 +88,9 @@ class StreamParser(IdReader):
         byte_offsets: bool = False,
         ids: StructuralIds | None = None,
     ) -> None:
-        """``ids``: the tables :func:`structural_ids` made of these ids already (a format
-        keeps them per grammar), in their place."""
-        if ids is None:
-            ids = structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
-        super().__init__(table, ids, byte_offsets)
+        ids = ids or structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
+        super().__init__(table, ids)
+        self._bytes = byte_offsets  # byte offsets wanted: made when the first id is read
         self._plain = ids.plain
         self.asm = PartAssembler(events)
         # Whether a feed of a few ordinary ids may write their text to the assembler itself
@@ -98,20 +106,22 @@ class StreamParser(IdReader):
     # -- hooks for formats ----------------------------------------------------------------
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
-        """Whether, in the format's state now, the text of an ordinary token goes unchanged
-        to ``self.asm.write`` (so :meth:`feed` writes the text of a feed of a few ordinary
-        ids itself, without :meth:`_on_bytes` and :meth:`_on_text`); formats with
-        ``byte_offsets`` also name the scanner (from :meth:`_new_scanner`) whose
-        :meth:`MarkerScanner.pass_through` the bytes must pass first. A
-        :class:`WritesThrough` (any pair unpacks the same). Asked after every feed that did
-        not take that path."""
+        """Whether, in the format's state now, an ordinary token's text goes unchanged to
+        ``self.asm.write`` (so :meth:`feed` writes a few ordinary ids' text itself, without
+        :meth:`_on_bytes` and :meth:`_on_text`); ``byte_offsets`` formats also name the
+        scanner (:meth:`_new_scanner`) whose :meth:`MarkerScanner.pass_through` the bytes
+        must pass first. A :class:`WritesThrough`; asked after every other feed."""
         return _NOT_THROUGH
+
+    def _start_byte_offsets(self) -> None:
+        """Before the first id is read (a parse of runs reads none): byte offsets, scanners."""
+        self._bytes = False
+        self._byte_ends = TokenByteEnds(self._ids.text_len)
 
     def _new_scanner(self) -> MarkerScanner:
         """A scanner of this parser's ordinary text (``byte_offsets``), counting bytes by
         the parser's: every ordinary byte must reach it (pushed or passed through) before
-        it is asked for the next marker. Made in :meth:`_start_byte_offsets` (before the
-        first id is read), not per parse: a one-shot parse of runs needs none."""
+        it is asked for the next marker (made in :meth:`_start_byte_offsets`)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
         return MarkerScanner(self._byte_ends)
 
@@ -240,7 +250,7 @@ class StreamParser(IdReader):
         read as one id, a list or an array; then the format is asked whether the next feed
         may take the hot path."""
         self._direct = False  # until the format says so again (not if reading raises)
-        if self._byte_offsets:
+        if self._bytes:
             self._start_byte_offsets()
         asm = self.asm
         if asm.events is not None:
@@ -328,8 +338,6 @@ class StreamParser(IdReader):
             raise RuntimeError("finish() called twice")
         self._finished = True
         self._direct = False
-        if self._byte_offsets:
-            self._start_byte_offsets()
         if self.asm.events is not None:
             self.asm.events = self._early or []
             self._early = None

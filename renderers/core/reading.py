@@ -40,7 +40,6 @@ class IdReader:
     # and to read); the engine's fields in slots keep a format's dict small.
     __slots__ = (
         "_byte_ends",
-        "_byte_offsets",
         "_decoder",
         "_done",
         "_eos_ids",
@@ -61,7 +60,7 @@ class IdReader:
         "_vocab_size",
     )
 
-    def __init__(self, table: TokenTable, ids: StructuralIds, byte_offsets: bool) -> None:
+    def __init__(self, table: TokenTable, ids: StructuralIds) -> None:
         self._table = table
         self._id_bytes = table.id_to_bytes
         self._id_str = table.id_to_str
@@ -81,16 +80,7 @@ class IdReader:
         # Long runs of ids after the end, kept as they came, in order, before _trailing.
         self._trailing_pieces: list[TrailingPiece] = []
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        # Byte offsets are kept from the first id read (:meth:`_start_byte_offsets`): a
-        # one-shot parse of runs never reads ids one by one, so it never builds them.
-        self._byte_ends: TokenByteEnds | None = None
-        self._byte_offsets = byte_offsets
-
-    def _start_byte_offsets(self) -> None:
-        """Before the first id is read (formats with ``byte_offsets``): the byte offsets
-        of the ordinary text, and what a format builds on them (its scanners)."""
-        self._byte_offsets = False
-        self._byte_ends = TokenByteEnds(self._ids.text_len)
+        self._byte_ends: TokenByteEnds | None = None  # (made by a format that reads bytes)
 
     # -- hooks for formats ----------------------------------------------------------------
 
