@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from renderers.core.assembly import TEXT, THINKING, TOOL_CALL, Event
 from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import Part, ToolCallPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
+from renderers.core.scanning import StructuralIds, structural_ids
 from renderers.core.tokens import TokenTable, int_ids
 from renderers.core.writer import TokenWriter
 
@@ -59,6 +60,19 @@ class HarmonyGrammar:
     tokens: HarmonyTokens
     role: str = "assistant"
     valid_channels: tuple[str, ...] | None = CHANNELS
+    _ids: dict[TokenTable, StructuralIds] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    """Per table: the structural tables its parsers read, made once (:meth:`ids_in`)."""
+
+    def ids_in(self, table: TokenTable) -> StructuralIds:
+        """The ids a parser of this grammar reacts to over ``table`` (every control token;
+        the stops and the end of sequence), with their tables: made at the first parser."""
+        found = self._ids.get(table)
+        if found is None:
+            structural = tuple(sorted(table.control_ids))
+            found = self._ids[table] = structural_ids(table, structural, self.stop, self.eos)
+        return found
 
     @property
     def stop(self) -> tuple[int, int]:
@@ -133,13 +147,13 @@ def _expects_json(header: Header) -> bool:
 class _PartSink:
     """Maps Harmony messages to message parts through the parser's PartAssembler."""
 
-    __slots__ = ("_asm", "_header", "_parser", "body")
+    __slots__ = ("_close", "_header", "_open", "_parser", "body")
 
     def __init__(self, parser: HarmonyPartsParser) -> None:
         self._parser = parser
-        self._asm = parser.asm
+        asm = parser.asm
+        self._open, self._close, self.body = asm.open, asm.close, asm.write
         self._header: Header | None = None
-        self.body = parser.asm.write
 
     def begin(self, header: Header) -> None:
         if header.role != "assistant":
@@ -153,19 +167,19 @@ class _PartSink:
             start = header.body_start
             ends = [at for at, _ in header.stray[1:]] + [start]
             for (at, text), end in zip(header.stray, ends, strict=True):
-                self._asm.open(TEXT, at)
-                self._asm.write(text)
-                self._asm.close(end)
+                self._open(TEXT, at)
+                self.body(text)
+                self._close(end)
+        channel = header.channel
         if header.recipient is not None:
-            self._asm.open(TOOL_CALL, start, channel=header.channel)
-        elif header.channel == "analysis":
-            self._asm.open(THINKING, start)
+            self._open(TOOL_CALL, start, channel=channel)
+        elif channel == "analysis":
+            self._open(THINKING, start)
         else:
-            channel = None if header.channel == "final" else header.channel
-            self._asm.open(TEXT, start, channel=channel)
+            self._open(TEXT, start, channel=None if channel == "final" else channel)
 
     def close(self, end: int, end_token: str | None, truncated: bool) -> None:
-        self._asm.close(end, incomplete=truncated, build=self._tool_call)
+        self._close(end, incomplete=truncated, build=self._tool_call)
 
     def _tool_call(self, segments: list[str], incomplete: bool) -> Part:
         header = self._header
@@ -192,13 +206,7 @@ class HarmonyPartsParser(StreamParser):
     parts. The grammar record is all it reads of the format."""
 
     def __init__(self, grammar: HarmonyGrammar, table: TokenTable, events: bool) -> None:
-        super().__init__(
-            table,
-            structural=table.control_ids,
-            stop_ids=grammar.stop,
-            eos_ids=grammar.eos,
-            events=events,
-        )
+        super().__init__(table, ids=grammar.ids_in(table), events=events)
         self.machine = HarmonyMachine(
             grammar.tokens,
             _PartSink(self),

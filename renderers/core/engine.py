@@ -24,7 +24,14 @@ from renderers.core.assembly import Event, PartAssembler
 from renderers.core.messages import Part
 from renderers.core.reading import SMALL_CHUNK, IdReader
 from renderers.core.result import ParseIssue, ParseResult, finished_result
-from renderers.core.scanning import MarkerScanner, chunk_bytes, scan_ids, structural_ids
+from renderers.core.scanning import (
+    MarkerScanner,
+    StructuralIds,
+    TokenByteEnds,
+    chunk_bytes,
+    scan_ids,
+    structural_ids,
+)
 from renderers.core.tokens import TokenTable, as_token_ids
 
 __all__ = ["BatchRuns", "StreamParser", "WritesThrough"]
@@ -47,15 +54,24 @@ class WritesThrough(NamedTuple):
 
 _NOT_THROUGH = WritesThrough(False)
 # StreamParser's fields, in slots as IdReader's are (see IdReader).
-_FIELDS = ("_direct", "_draft_reported", "_early", "_finished", "_gate", "_issues", "_plain", "asm")
+_FIELDS = (
+    "_bytes",
+    "_direct",
+    "_draft_reported",
+    "_early",
+    "_finished",
+    "_gate",
+    "_issues",
+    "_plain",
+    "asm",
+)
 
 
 class StreamParser(IdReader):
     """Base of every format's incremental parser (``feed`` / ``finish``, or ``parse``).
 
-    Subclasses set ``structural`` ids (besides the stop ids) and implement
-    :meth:`_on_text`, :meth:`_on_token` and :meth:`_on_end` (see :class:`IdReader`).
-    """
+    Subclasses set ``structural`` ids (besides the stop ids), or ``ids`` their tables kept
+    per grammar, and implement ``_on_text``, ``_on_token``, ``_on_end`` (see IdReader)."""
 
     __slots__ = _FIELDS  # (a format's parser adds its own fields in its instance dict)
 
@@ -65,14 +81,16 @@ class StreamParser(IdReader):
         self,
         table: TokenTable,
         *,
-        structural: Iterable[int],
-        stop_ids: Iterable[int],
+        structural: Iterable[int] = (),
+        stop_ids: Iterable[int] = (),
         eos_ids: Iterable[int] = (),
         events: bool = True,
         byte_offsets: bool = False,
+        ids: StructuralIds | None = None,
     ) -> None:
-        ids = structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
-        super().__init__(table, ids, byte_offsets)
+        ids = ids or structural_ids(table, tuple(structural), tuple(stop_ids), tuple(eos_ids))
+        super().__init__(table, ids)
+        self._bytes = byte_offsets  # byte offsets wanted: made when the first id is read
         self._plain = ids.plain
         self.asm = PartAssembler(events)
         # Whether a feed of a few ordinary ids may write their text to the assembler itself
@@ -88,19 +106,22 @@ class StreamParser(IdReader):
     # -- hooks for formats ----------------------------------------------------------------
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
-        """Whether, in the format's state now, the text of an ordinary token goes unchanged
-        to ``self.asm.write`` (so :meth:`feed` writes the text of a feed of a few ordinary
-        ids itself, without :meth:`_on_bytes` and :meth:`_on_text`); formats with
-        ``byte_offsets`` also name the scanner (from :meth:`_new_scanner`) whose
-        :meth:`MarkerScanner.pass_through` the bytes must pass first. A
-        :class:`WritesThrough` (any pair unpacks the same). Asked after every feed that did
-        not take that path."""
+        """Whether, in the format's state now, an ordinary token's text goes unchanged to
+        ``self.asm.write`` (so :meth:`feed` writes a few ordinary ids' text itself, without
+        :meth:`_on_bytes` and :meth:`_on_text`); ``byte_offsets`` formats also name the
+        scanner (:meth:`_new_scanner`) whose :meth:`MarkerScanner.pass_through` the bytes
+        must pass first. A :class:`WritesThrough`; asked after every other feed."""
         return _NOT_THROUGH
+
+    def _start_byte_offsets(self) -> None:
+        """Before the first id is read (a parse of runs reads none): byte offsets, scanners."""
+        self._bytes = False
+        self._byte_ends = TokenByteEnds(self._ids.text_len)
 
     def _new_scanner(self) -> MarkerScanner:
         """A scanner of this parser's ordinary text (``byte_offsets``), counting bytes by
         the parser's: every ordinary byte must reach it (pushed or passed through) before
-        it is asked for the next marker."""
+        it is asked for the next marker (made in :meth:`_start_byte_offsets`)."""
         assert self._byte_ends is not None, "parser was created without byte_offsets"
         return MarkerScanner(self._byte_ends)
 
@@ -229,6 +250,8 @@ class StreamParser(IdReader):
         read as one id, a list or an array; then the format is asked whether the next feed
         may take the hot path."""
         self._direct = False  # until the format says so again (not if reading raises)
+        if self._bytes:
+            self._start_byte_offsets()
         asm = self.asm
         if asm.events is not None:
             asm.events = []

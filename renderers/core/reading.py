@@ -60,7 +60,7 @@ class IdReader:
         "_vocab_size",
     )
 
-    def __init__(self, table: TokenTable, ids: StructuralIds, byte_offsets: bool) -> None:
+    def __init__(self, table: TokenTable, ids: StructuralIds) -> None:
         self._table = table
         self._id_bytes = table.id_to_bytes
         self._id_str = table.id_to_str
@@ -80,7 +80,7 @@ class IdReader:
         # Long runs of ids after the end, kept as they came, in order, before _trailing.
         self._trailing_pieces: list[TrailingPiece] = []
         self._one_shot = False  # parse(): the ids are not fed again nor changed meanwhile
-        self._byte_ends = TokenByteEnds(ids.text_len) if byte_offsets else None
+        self._byte_ends: TokenByteEnds | None = None  # (made by a format that reads bytes)
 
     # -- hooks for formats ----------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from renderers.core.assembly import (
 from renderers.core.engine import BatchRuns, StreamParser
 from renderers.core.messages import Part, TextPart, ThinkingPart, ToolCallPart, UnparsedToolCallPart
 from renderers.core.result import ParseResult
-from renderers.core.scanning import MarkerScanner
+from renderers.core.scanning import MarkerScanner, StructuralIds, structural_ids
 from renderers.core.tokens import TokenTable
 from renderers.core.writer import TokenWriter
 
@@ -102,6 +102,46 @@ class SectionGrammar:
     text_sections: tuple[str, str] | None = None
     """Spellings of the section markers that models sample as text (Kimi's
     ``<|tool_call_section_begin|>``), read as the markers."""
+    _derived: dict[TokenTable, _Derived] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    """Per table: what a parser reads of this grammar, derived once (:meth:`derived`)."""
+
+    def derived(self, table: TokenTable) -> _Derived:
+        """What every parser of this grammar over ``table`` reads, made at the first."""
+        found = self._derived.get(table)
+        if found is None:
+            found = self._derived[table] = _derive(self, table)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """A :class:`SectionGrammar`'s sets and spellings over one table, made once per
+    grammar rather than per parse."""
+
+    ids: StructuralIds
+    ends: frozenset[int]
+    """The tokens that begin another turn."""
+    drafts: frozenset[int]
+    """The tokens that are a call drafted inside open reasoning (``drafted_calls``)."""
+    finals: frozenset[int]
+    """The stop and end-of-sequence tokens."""
+    separator: str
+    """The separator's spelling (between a call's segments)."""
+
+
+def _derive(g: SectionGrammar, table: TokenTable) -> _Derived:
+    think = g.think or ()
+    structural = (*g.section, *g.call, g.separator, *g.ends_message, *think)
+    ids = structural_ids(table, structural, g.stop, g.eos)
+    return _Derived(
+        ids,
+        frozenset(g.ends_message),
+        frozenset((*g.section, *g.call, g.separator) if g.drafted_calls else ()),
+        ids.stop | ids.eos,
+        table.control_text(g.separator) or "",
+    )
 
 
 def section_parser(
@@ -131,15 +171,8 @@ class SectionParser(StreamParser):
         byte_offsets: bool = False,
     ) -> None:
         g = grammar
-        think = g.think or ()
-        super().__init__(
-            table,
-            structural=(*g.section, *g.call, g.separator, *g.ends_message, *think),
-            stop_ids=g.stop,
-            eos_ids=g.eos,
-            events=events,
-            byte_offsets=byte_offsets,
-        )
+        d = g.derived(table)
+        super().__init__(table, ids=d.ids, events=events, byte_offsets=byte_offsets)
         self._g = g
         self._build = g.build_call
         self._section_begin, self._section_end = g.section
@@ -147,9 +180,10 @@ class SectionParser(StreamParser):
         self._separator = g.separator
         self._think: int | None = g.think[0] if g.think else None
         self._think_end: int | None = g.think[1] if g.think else None
-        self._ends = frozenset(g.ends_message)
-        self._drafts = frozenset((*g.section, *g.call, g.separator) if g.drafted_calls else ())
-        self._sep_text = self._spelling(g.separator)
+        self._ends = d.ends
+        self._drafts = d.drafts
+        self._finals = d.finals
+        self._sep_text = d.separator
         self._state = _TEXT
         self._section_start = 0  # where the section's open text starts (its issue's position)
         self._section_reported = False
@@ -319,7 +353,7 @@ class SectionParser(StreamParser):
         write = regions.write
         report = self._g.report_section_text  # text in a section goes through _on_text
         step = SectionParser._on_token  # (text-level phases are over: see _first_text)
-        ends = self._stop_ids | self._eos_ids
+        ends = self._finals
         stop = None
         text = first
         for j, t in enumerate(tokens):
@@ -441,6 +475,10 @@ class _TextSectionsParser(SectionParser):
         self._spelled = grammar.text_sections
         self._begin_bytes = grammar.text_sections[0].encode()
         self._end_bytes = grammar.text_sections[1].encode()
+        self._scanner: MarkerScanner  # made before the first id is read
+
+    def _start_byte_offsets(self) -> None:
+        super()._start_byte_offsets()
         self._scanner = self._new_scanner()
 
     def _markers(self) -> tuple[bytes, ...]:
@@ -522,8 +560,12 @@ class _TextThinkParser(SectionParser):
         self._close_bytes = self._tt.close.encode()
         self._phase = _START
         self._head = b""
-        self._scanner = self._new_scanner()
+        self._scanner: MarkerScanner  # made before the first id is read
         self._holds = True  # until the text phase
+
+    def _start_byte_offsets(self) -> None:
+        super()._start_byte_offsets()
+        self._scanner = self._new_scanner()
 
     def _writes_through(self) -> tuple[bool, MarkerScanner | None]:
         phase = self._phase
