@@ -97,22 +97,24 @@ from renderers.view.model import MessageMarkers
 
 __all__ = ["Llama3Options", "Llama3Renderer", "python_tag_call"]
 
-_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
+TOJSON = json.JSONEncoder(ensure_ascii=False).encode
 """The template's ``tojson`` (transformers': non-ASCII kept, default separators)."""
-_TOJSON_4 = json.JSONEncoder(ensure_ascii=False, indent=4).encode
+TOJSON_INDENT_4 = json.JSONEncoder(ensure_ascii=False, indent=4).encode
 """``tojson(indent=4)``, how the template declares each tool."""
-_INSTRUCTIONS = (
+TOOL_CALL_FORMAT = (
     'Respond in the format {"name": function name, "parameters": dictionary of argument '
     "name and its value}.Do not use variables.\n\n"
 )
-_IN_USER = (
+TOOLS_IN_USER = (
     "Given the following functions, please respond with a JSON for a function call with its "
-    "proper arguments that best answers the given prompt.\n\n" + _INSTRUCTIONS
+    "proper arguments that best answers the given prompt.\n\n" + TOOL_CALL_FORMAT
 )
-_IN_SYSTEM = (
+TOOLS_IN_SYSTEM = (
     "You have access to the following functions. To call a function, please respond with "
-    "JSON for a function call." + _INSTRUCTIONS
+    "JSON for a function call." + TOOL_CALL_FORMAT
 )
+"""The templates' tool instructions (in the first user turn or the system turn); Llama 4's
+template writes the same words (:mod:`renderers.llama4` uses these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +190,11 @@ class Llama3Renderer(Renderer):
         if messages and messages[0].role == "system":
             system = plain_text(messages[0], 0, self.name).strip()
             start = 1
-        declared = "".join(_TOJSON_4(t) + "\n\n" for t in tools or ())
+        declared = "".join(TOJSON_INDENT_4(t) + "\n\n" for t in tools or ())
         head = "Environment: ipython\n" if tools is not None else ""
         head += f"Cutting Knowledge Date: December 2023\nToday Date: {options.date_string}\n\n"
         if tools is not None and not options.tools_in_user_message:
-            head += _IN_SYSTEM + declared
+            head += TOOLS_IN_SYSTEM + declared
         self._header(w, "system", -1)
         w.text(head)  # (tools and the date are data: ordinary text)
         if system:
@@ -206,7 +208,7 @@ class Llama3Renderer(Renderer):
                     "message; pass tools_in_user_message=False to declare them in the system turn"
                 )
             self._header(w, "user", start)
-            w.text(_IN_USER + declared, start)
+            w.text(TOOLS_IN_USER + declared, start)
             w.text(plain_text(messages[start], start, self.name).strip(), start)
             w.control(self.eot, start)
             start += 1
@@ -216,7 +218,7 @@ class Llama3Renderer(Renderer):
                 self._assistant(w, m, i, options)
             elif m.role in ("tool", "ipython"):
                 self._header(w, "ipython", i)
-                w.text(_TOJSON(plain_text(m, i, self.name)), i)
+                w.text(TOJSON(plain_text(m, i, self.name)), i)
                 w.control(self.eot, i)
             else:
                 self._header(w, m.role, i)
@@ -260,7 +262,7 @@ class Llama3Renderer(Renderer):
                         f"messages[{i}]: tool name {call.name!r} needs JSON escaping, which "
                         "llama3's template does not do (it writes the name unescaped)"
                     )
-                arguments = _TOJSON(json.loads(checked_arguments(call, i)))
+                arguments = TOJSON(json.loads(checked_arguments(call, i)))
                 w.text('{"name": "' + call.name + '", "parameters": ' + arguments + "}", i, True)
             else:
                 assert type(call) is UnparsedToolCallPart

@@ -107,28 +107,12 @@ from renderers.core.messages import (
 from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.result import ParseResult
 from renderers.core.writer import TokenWriter
+from renderers.llama3 import TOJSON, TOJSON_INDENT_4, TOOLS_IN_SYSTEM, TOOLS_IN_USER
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
 __all__ = ["Llama4Options", "Llama4Renderer", "llama4_calls"]
-
-_TOJSON = json.JSONEncoder(ensure_ascii=False).encode
-"""The template's ``tojson`` (transformers': non-ASCII kept, default separators)."""
-_TOJSON_4 = json.JSONEncoder(ensure_ascii=False, indent=4).encode
-"""``tojson(indent=4)``, how the template declares each tool."""
-_INSTRUCTIONS = (
-    'Respond in the format {"name": function name, "parameters": dictionary of argument '
-    "name and its value}.Do not use variables.\n\n"
-)
-_IN_USER = (
-    "Given the following functions, please respond with a JSON for a function call with its "
-    "proper arguments that best answers the given prompt.\n\n" + _INSTRUCTIONS
-)
-_IN_SYSTEM = (
-    "You have access to the following functions. To call a function, please respond with "
-    "JSON for a function call." + _INSTRUCTIONS
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,14 +179,14 @@ class Llama4Renderer(Renderer):
     ) -> None:
         w.control(self.begin_of_text)
         start = 0
-        declared = "".join(_TOJSON_4(t) + "\n\n" for t in tools or ())
+        declared = "".join(TOJSON_INDENT_4(t) + "\n\n" for t in tools or ())
         if messages and messages[0].role == "system":
             start = 1
             self._header(w, "system", 0)
             if tools is not None:
                 w.text("Environment: ipython\n", 0)
                 if not options.tools_in_user_message:
-                    w.text(_IN_SYSTEM + declared, 0)
+                    w.text(TOOLS_IN_SYSTEM + declared, 0)
             w.text(plain_text(messages[0], 0, self.name).strip(), 0)
             w.control(self.eot, 0)
         if tools is not None and options.tools_in_user_message:
@@ -213,7 +197,7 @@ class Llama4Renderer(Renderer):
                     "message; pass tools_in_user_message=False to declare them in the system turn"
                 )
             self._header(w, "user", start)
-            w.text(_IN_USER + declared, start)
+            w.text(TOOLS_IN_USER + declared, start)
             w.text(plain_text(messages[start], start, self.name).strip(), start)
             w.control(self.eot, start)
             start += 1
@@ -223,7 +207,7 @@ class Llama4Renderer(Renderer):
                 self._assistant(w, m, i, options)
             elif m.role in ("tool", "ipython"):
                 self._header(w, "ipython", i)
-                w.text(_TOJSON(plain_text(m, i, self.name)), i)
+                w.text(TOJSON(plain_text(m, i, self.name)), i)
                 w.control(self.eot, i)
             else:
                 self._header(w, m.role, i)
@@ -262,7 +246,7 @@ class Llama4Renderer(Renderer):
                         f"messages[{i}]: tool name {call.name!r} needs JSON escaping, which "
                         "llama4's template does not do (it writes the name unescaped)"
                     )
-                arguments = _TOJSON(json.loads(checked_arguments(call, i)))
+                arguments = TOJSON(json.loads(checked_arguments(call, i)))
                 w.text('{"name": "' + call.name + '", "parameters": ' + arguments + "}", i, True)
             else:
                 assert type(call) is UnparsedToolCallPart
