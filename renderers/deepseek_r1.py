@@ -101,6 +101,7 @@ from renderers.deepseek_v3 import (
     THINK_END,
     USER,
     DeepSeekRenderer,
+    TemplateFlags,
 )
 from renderers.rendering import checked_arguments
 from renderers.rollout import ExtensionProperty
@@ -123,16 +124,6 @@ class DeepSeekR1Options:
     starts_in_reasoning: bool = True
     """Parsing: the completion starts inside the reasoning the generation prompt opened
     (``<think>\\n``); False for one sampled after tool outputs (no think block)."""
-
-
-@dataclass(slots=True)
-class _R1State:
-    """The template's namespace flags (``is_first`` and ``is_output_first`` are never
-    reset by the template)."""
-
-    is_first: bool = False
-    is_output_first: bool = True
-    is_tool: bool = False
 
 
 class DeepSeekR1Renderer(DeepSeekRenderer):
@@ -165,7 +156,7 @@ class DeepSeekR1Renderer(DeepSeekRenderer):
         self._check(messages)
         self._system_prompt(w, messages)
         fixed = options.fix_tool_format
-        state = _R1State()
+        state = TemplateFlags()
         last = len(messages) - 1
         for i, m in enumerate(messages):
             if m.role == "user":
@@ -235,7 +226,7 @@ class DeepSeekR1Renderer(DeepSeekRenderer):
         self._body(w, i, parts)
 
     def _calls_turn(
-        self, w: TokenWriter, i: int, parts: list[Part], state: _R1State, fixed: bool
+        self, w: TokenWriter, i: int, parts: list[Part], state: TemplateFlags, fixed: bool
     ) -> None:
         """A tool-call message in history: the consistent form, or the template's (text
         first, then the calls; after the conversation's first call, no header or text)."""

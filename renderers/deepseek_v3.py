@@ -289,8 +289,8 @@ class DeepSeekRenderer(Renderer):
 
 
 @dataclass(slots=True)
-class _V3State:
-    """The template's namespace flags (``is_first`` and ``is_output_first`` are never
+class TemplateFlags:
+    """The V3 and R1 templates' namespace flags (``is_first`` and ``is_output_first`` are never
     reset by the template)."""
 
     is_first: bool = False
@@ -322,7 +322,7 @@ class DeepSeekV3Renderer(DeepSeekRenderer):
         self._check(messages)
         self._system_prompt(w, messages)
         fixed = options.fix_tool_format
-        state = _V3State()
+        state = TemplateFlags()
         for i, m in enumerate(messages):
             if m.role == "user":
                 if fixed and state.is_tool:
@@ -369,7 +369,7 @@ class DeepSeekV3Renderer(DeepSeekRenderer):
         w.text(_R1_OPEN + text + _R1_CLOSE, i, True)
 
     def _v3_template_calls(
-        self, w: TokenWriter, i: int, parts: list[Part], state: _V3State
+        self, w: TokenWriter, i: int, parts: list[Part], state: TemplateFlags
     ) -> None:
         """The template's tool-call branch, defects included (text and reasoning first)."""
         if not state.is_first:
