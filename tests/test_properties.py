@@ -101,6 +101,9 @@ class Layout:
     arguments_in_span: bool = True
     """False for formats that write each argument in its own markup (XML, DSML): the
     arguments' JSON text is not in the span, each string value is."""
+    call_prefix: str = ""
+    """The separator written before a tool call's body, not part of an unparsed call's raw
+    text (Mistral v7: SentencePiece's space)."""
     text_check: TextCheck | None = None
     """Replaces the separator check of text and thinking parts (formats whose structure
     includes text, like Harmony headers)."""
@@ -1298,6 +1301,7 @@ def mistral_v7_canonical(m: Message) -> Message | None:
     return mistral_canonical(m, _sentencepiece_read)
 
 
+MISTRAL_V7 = Layout(separators=r" ", call_prefix=" ")
 MISTRAL_V7_MESSAGES = (
     st.tuples(strategies.text, st.lists(strategies.tool_call_parts(with_ids=True), max_size=3))
     .filter(lambda tc: tc[0] or tc[1])
@@ -1350,7 +1354,7 @@ SPECS = [
         (),
         MISTRAL_V7_MESSAGES,
         mistral_v7_canonical,
-        MISTRAL,
+        MISTRAL_V7,
         thinking=False,
         conversations=MISTRAL_CONVERSATIONS,
     ),
@@ -2002,7 +2006,8 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
             previous = cut + 1
         source = "".join(segments)
         if isinstance(part, UnparsedToolCallPart):
-            assert part.raw == source
+            prefix = layout.call_prefix
+            assert part.raw == (source[len(prefix) :] if source.startswith(prefix) else source)
         else:
             assert isinstance(part, ToolCallPart)
             if layout.arguments_in_span:
