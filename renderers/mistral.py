@@ -1,7 +1,9 @@
-"""Mistral instruct v3 with Tekken (Mistral-Nemo, Ministral-8B, Mistral-Small-2409).
+"""Mistral instruct v3 with Tekken (Mistral-Nemo, Ministral-8B, Mistral-Small-2409) and v7
+with SentencePiece (Mistral-Large-2411).
 
-What the official encoder writes (mistral-common 1.13.1: ``ChatCompletionRequest`` ->
-``MistralTokenizer.v3(is_tekken=True).encode_chat_completion``; ``⏎`` is a newline)::
+**v3** (``mistral``). What the official encoder writes (mistral-common 1.13.1:
+``ChatCompletionRequest`` -> ``MistralTokenizer.v3(is_tekken=True).encode_chat_completion``;
+``⏎`` is a newline)::
 
     <s>[INST]{user}[/INST]{answer}</s>
        [INST]{user}[/INST][TOOL_CALLS][{"name": NAME, "arguments": ARGS, "id": ID}, ...]</s>
@@ -14,12 +16,13 @@ Every control token (``<s>``, ``</s>``, ``[INST]``, ``[/INST]``, ``[TOOL_CALLS]`
 single token. The encoder's request normalizer shapes the conversation first:
 
 - system messages are taken out wherever they stand; their texts (empty ones skipped)
-  joined by ``⏎⏎`` are written before the text of the **last** user message, ``⏎⏎``
+  joined by ``⏎⏎`` are written before the text of the **last** user turn, ``⏎⏎``
   between; the tools (``json.dumps`` of each as ``{"type": "function", "function":
   {"name", "description" (default ""), "parameters"}}``) are written right before that
   message's ``[INST]``;
-- consecutive user messages are one turn, texts joined by ``⏎⏎``; a conversation that
-  does not start with a user message gets an empty one;
+- consecutive user messages (a system message between them keeps them apart) are one
+  turn, their texts (empty ones skipped) joined by ``⏎⏎``; a conversation that does not
+  start with a user message gets an empty one;
 - an assistant message is its text with trailing spaces removed, or its tool calls (not
   both: the encoder refuses that, and an assistant message with neither), then ``</s>``;
   each call's arguments and each tool result are parsed as JSON where they are JSON and
@@ -61,9 +64,44 @@ the encoder's ids; three conversations both refuse (an empty assistant message, 
 beside calls: asserted), the encoder refuses one this renderer writes (a tool named
 ``get-weather.v2``) and one differs on purpose (list content, below).
 
-Not covered: instruct v7 and later (``[SYSTEM_PROMPT]``; ``[THINK]`` from v13) ship in
-mistral-common only as SentencePiece files or not at all, so no Tekken tokenizer of those
-versions can be loaded here.
+**v7** (``mistral_v7``): mistral-common 1.13.1's ``MistralTokenizer.v7()`` with its
+SentencePiece file ``mistral_instruct_tokenizer_241114.model.v7``. SentencePiece encodes
+every text after a space (``␣``, its dummy prefix; none before an empty text), so each text
+the encoder writes begins with one::
+
+    <s>[SYSTEM_PROMPT]␣{system}[/SYSTEM_PROMPT]
+       [INST]␣{user}[/INST]␣{answer}[TOOL_CALLS]␣[{"name": NAME, "arguments": ARGS, "id": ID}]</s>
+       [TOOL_RESULTS]␣{ID}[TOOL_CONTENT]␣{result}[/TOOL_RESULTS]␣{answer}</s>
+       [AVAILABLE_TOOLS]␣[{"type": "function", "function": {...}}, ...][/AVAILABLE_TOOLS]
+       [INST]␣{last user}[/INST]
+
+What changed from v3 (``[SYSTEM_PROMPT]``, ``[/SYSTEM_PROMPT]`` and ``[TOOL_CONTENT]`` are
+single tokens too):
+
+- each system message stays where it stands, in ``[SYSTEM_PROMPT]`` ... ``[/SYSTEM_PROMPT]``
+  (an empty one too); only an empty conversation gets an empty user message;
+- an assistant message may hold text and calls: its text (trailing spaces removed), then
+  ``[TOOL_CALLS]`` and the calls;
+- a tool result is its call id, ``[TOOL_CONTENT]`` and its text as given (not JSON);
+- the tools, consecutive user messages, calls and the reasoning rule are v3's.
+
+Parsing is v3's, less the format's space: one space is stripped from the start of the
+text and of the calls after ``[TOOL_CALLS]`` (a completion sampled without it keeps its
+text whole), and ``[SYSTEM_PROMPT]`` also ends the message. The tokenizer
+(:class:`~renderers.core.packaged_tokenizers.MistralV7Tokenizer`) encodes text as it is;
+like SentencePiece, it reads a ``▁`` typed in text as a space.
+
+Oracle (``tests/test_mistral_v7.py``): the same encoder with that tokenizer. Divergences
+are v3's, less the one about text beside calls; its validator also refuses a system
+message after an assistant one, which this renderer writes in place (as the encoder does
+without its validator). Agreement, over the 44 conversations: 58 of 58 generation prompts
+and 31 of 31 whole conversations (under every ``train_on``) of the 41 it can compare equal
+the encoder's ids; both refuse an empty assistant message (asserted), the encoder refuses
+the tool named ``get-weather.v2`` and list content differs on purpose.
+
+Not covered: instruct v7 with Tekken (Pixtral-Large, Mistral-Small-2501: no space before
+texts) and ``[THINK]`` (v13 and later): mistral-common ships no such tokenizer, so neither
+can be checked here.
 """
 
 from __future__ import annotations
@@ -79,12 +117,12 @@ from renderers.core.messages import Message, TextPart, ThinkingPart, ToolCallPar
 from renderers.core.messages import UnparsedToolCallPart as Unparsed
 from renderers.core.options import Reasoning, reasoning_error
 from renderers.core.result import ParseResult
-from renderers.core.writer import TokenWriter
+from renderers.core.writer import NO_MESSAGE, TokenWriter
 from renderers.rendering import Renderer, checked_arguments, plain_text
 from renderers.rollout import ExtensionProperty
 from renderers.view.model import MessageMarkers
 
-__all__ = ["MistralOptions", "MistralRenderer"]
+__all__ = ["MistralOptions", "MistralRenderer", "MistralV7Renderer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +160,14 @@ def _tool(tool: Mapping[str, Any], k: int) -> dict[str, Any]:
     }
 
 
+def _user_run(messages: list[Message], i: int) -> list[int]:
+    """The user messages from ``i`` on that the encoder joins into one turn."""
+    run = [i]
+    while run[-1] + 1 < len(messages) and messages[run[-1] + 1].role == "user":
+        run.append(run[-1] + 1)
+    return run
+
+
 class MistralRenderer(Renderer):
     """Renderer and parser for Mistral instruct v3 (Tekken)."""
 
@@ -139,6 +185,10 @@ class MistralRenderer(Renderer):
         starts={"[INST]": "user", "[TOOL_RESULTS]": "tool", "[AVAILABLE_TOOLS]": "tools"},
         after={"[/INST]": "assistant", "[/TOOL_RESULTS]": "assistant"},
     )
+    _text_prefix = ""
+    """Written before every text the encoder writes (v7's SentencePiece dummy prefix)."""
+    _text_beside_calls = False
+    """An assistant message may hold text and calls (v7), not one or the other (v3)."""
 
     def __init__(self, tokenizer: Any = None, **options: Any) -> None:
         super().__init__(tokenizer, **options)
@@ -154,8 +204,9 @@ class MistralRenderer(Renderer):
         self.tool_calls = control("[TOOL_CALLS]")
         self.grammar = TagGrammar(
             stop=(self.eos,),
-            ends_message=(self.inst, self.tools_start, self.results),
+            ends_message=tuple(map(control, self.message_markers.starts)),  # another turn
             call=self.tool_calls,
+            text_prefix=self._text_prefix,
         )
         """Text, or ``[TOOL_CALLS]`` and a JSON list of calls up to ``</s>``."""
 
@@ -164,6 +215,12 @@ class MistralRenderer(Renderer):
         return (self.eos,)
 
     # -- rendering ----------------------------------------------------------------------
+
+    def _text(self, w: TokenWriter, text: str, i: int, sampled: bool = False) -> None:
+        """A text the encoder encodes on its own (v7: after a space, SentencePiece's dummy
+        prefix; none before empty text)."""
+        if text:
+            w.text(self._text_prefix + text, i, sampled)
 
     def _render(
         self,
@@ -187,45 +244,57 @@ class MistralRenderer(Renderer):
         if not turns or messages[turns[0]].role != "user":
             # The empty user message the normalizer inserts (the last one if none follows).
             alone = last_user < 0
-            self._user_start(w, -1, declared if alone else [], "")
-            if alone and system:
-                w.text(system + "\n\n")
-            w.control(self.inst_end)
-        for n, i in enumerate(turns):
+            self._user_turn(w, messages, [], declared if alone else [], system if alone else "")
+        for i in turns:
             m = messages[i]
-            previous = messages[turns[n - 1]].role if n else None
-            following = messages[turns[n + 1]].role if n + 1 < len(turns) else None
+            previous = messages[i - 1].role if i else None  # a system message splits runs
             if m.role == "user":
                 if previous != "user":
-                    last = last_user in turns[n:] and all(
-                        messages[j].role == "user" for j in turns[n : turns.index(last_user) + 1]
-                    )
-                    self._user_start(w, i, declared if last else [], system if last else "")
-                else:
-                    w.text("\n\n", i)
-                w.text(plain_text(m, i, self.name), i)
-                if following != "user":
-                    w.control(self.inst_end, i)
-            elif m.role == "assistant":
-                if previous == "assistant":
-                    raise ValueError(
-                        f"messages[{i}]: mistral writes consecutive assistant messages as one "
-                        "(its encoder merges them); merge them into one message"
-                    )
-                self._assistant(w, m, i, options)
+                    run = _user_run(messages, i)
+                    if last_user in run:  # the tools and the system text go here
+                        self._user_turn(w, messages, run, declared, system)
+                    else:
+                        self._user_turn(w, messages, run, [], "")
             else:
-                self._tool_result(w, m, i)
+                self._reply(w, messages, i, options)
 
-    def _user_start(self, w: TokenWriter, i: int, tools: list[Any], system: str) -> None:
-        """``[INST]`` of a user turn; the last one's after the tools and before the system
-        text."""
+    def _user_turn(
+        self, w: TokenWriter, messages: list[Message], run: list[int], tools: list[Any], system: str
+    ) -> None:
+        """A turn of user messages ``run``, the tools before it; its text is ``system`` then
+        ``⏎⏎``, and the messages' texts (empty ones skipped) joined by ``⏎⏎``, which the
+        encoder encodes as one text."""
+        i = run[0] if run else NO_MESSAGE
         if tools:
             w.control(self.tools_start, i)
-            w.text(json.dumps(tools, ensure_ascii=False), i)
+            self._text(w, json.dumps(tools, ensure_ascii=False), i)
             w.control(self.tools_end, i)
         w.control(self.inst, i)
-        if system and i >= 0:
-            w.text(system + "\n\n", i)
+        separator = self._text_prefix
+        if system:
+            w.text(separator + system + "\n\n", i)
+            separator = ""
+        for j in run:
+            text = plain_text(messages[j], j, self.name)
+            if text:
+                w.text(separator + text, j)
+                separator = "\n\n"
+        w.control(self.inst_end, run[-1] if run else NO_MESSAGE)
+
+    def _reply(
+        self, w: TokenWriter, messages: list[Message], i: int, options: MistralOptions
+    ) -> None:
+        """An assistant message or a tool result."""
+        m = messages[i]
+        if m.role == "tool":
+            self._tool_result(w, m, i)
+        elif i and messages[i - 1].role == "assistant":
+            raise ValueError(
+                f"messages[{i}]: {self.name} writes consecutive assistant messages as one (its "
+                "encoder merges them); merge them into one message"
+            )
+        else:
+            self._assistant(w, m, i, options)
 
     def _assistant(self, w: TokenWriter, m: Message, i: int, options: MistralOptions) -> None:
         reasoning = any(type(p) is ThinkingPart and p.text for p in m.parts)
@@ -233,25 +302,31 @@ class MistralRenderer(Renderer):
             raise reasoning_error(self.name, i, "this version has no place for reasoning")
         calls = [p for p in m.parts if isinstance(p, (ToolCallPart, Unparsed))]
         text = "".join(p.text for p in m.parts if type(p) is TextPart)
-        if calls and text:
+        if calls and text and not self._text_beside_calls:
             raise ValueError(
-                f"messages[{i}]: mistral writes an assistant message as its text or its tool "
-                "calls, not both (its encoder refuses this); split it into two messages"
+                f"messages[{i}]: {self.name} writes an assistant message as its text or its "
+                "tool calls, not both (its encoder refuses this); split it into two messages"
             )
-        if not calls and not text.rstrip(" "):
+        if not calls and not text:
             raise ValueError(
-                f"messages[{i}]: mistral's encoder refuses an assistant message with neither "
-                "text nor tool calls"
+                f"messages[{i}]: {self.name}'s encoder refuses an assistant message with "
+                "neither text nor tool calls"
             )
+        self._text(w, text.rstrip(" "), i, True)
         if calls:
             w.control(self.tool_calls, i, True)
             if len(calls) == 1 and type(calls[0]) is Unparsed:
-                w.text(calls[0].raw, i, True)
+                self._text(w, calls[0].raw, i, True)
             else:
-                w.text(json.dumps([self._call(p, i) for p in calls], ensure_ascii=False), i, True)
-        else:
-            w.text(text.rstrip(" "), i, True)
+                written = [self._call(p, i) for p in calls]
+                self._text(w, json.dumps(written, ensure_ascii=False), i, True)
         w.control(self.eos, i, True)
+
+    def _write_prefill(self, w: TokenWriter, prefill: str, options: Any) -> None:
+        self._text(w, prefill, NO_MESSAGE)  # the encoder's ``prefix`` assistant message
+
+    def _prefill_ids(self, prefill: str, options: Any) -> list[int]:
+        return self.table.encode(self._text_prefix + prefill)
 
     def _call(self, part: ToolCallPart | Unparsed, i: int) -> dict[str, Any]:
         if type(part) is Unparsed:
@@ -300,3 +375,72 @@ class MistralRenderer(Renderer):
         if result.stop_token_id is not None:
             return 0, []
         return 0, [self.eos]
+
+
+class MistralV7Renderer(MistralRenderer):
+    """Renderer and parser for Mistral instruct v7 (SentencePiece): v3's writer and parser
+    with system messages in place, text beside calls, and SentencePiece's space before
+    every text."""
+
+    name = "mistral_v7"
+    default_model = "mistralai/Mistral-Large-Instruct-2411"
+    tokenizer_source = "renderers.core.packaged_tokenizers:MistralV7Tokenizer"
+    message_markers = MessageMarkers(
+        starts={"[SYSTEM_PROMPT]": "system", **MistralRenderer.message_markers.starts},
+        after=MistralRenderer.message_markers.after,
+    )
+    _text_prefix = " "
+    _text_beside_calls = True
+
+    def __init__(self, tokenizer: Any = None, **options: Any) -> None:
+        super().__init__(tokenizer, **options)
+        control = self.table.control_id
+        self.system_start = control("[SYSTEM_PROMPT]")
+        self.system_end = control("[/SYSTEM_PROMPT]")
+        self.tool_content = control("[TOOL_CONTENT]")
+
+    def _render(
+        self,
+        w: TokenWriter,
+        messages: list[Message],
+        tools: list[Mapping[str, Any]] | None,
+        options: MistralOptions,
+        add_generation_prompt: bool,
+    ) -> None:
+        w.control(self.bos)
+        if not messages:  # the empty user message the normalizer inserts
+            w.control(self.inst)
+            w.control(self.inst_end)
+            return
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        declared = [_tool(t, k) for k, t in enumerate(tools or ())]
+        for i, m in enumerate(messages):
+            previous = messages[i - 1].role if i else None
+            if m.role == "system":
+                w.control(self.system_start, i)
+                self._text(w, plain_text(m, i, self.name), i)
+                w.control(self.system_end, i)
+            elif m.role == "user":
+                if previous != "user":
+                    run = _user_run(messages, i)
+                    self._user_turn(w, messages, run, declared if last_user in run else [], "")
+            else:
+                self._reply(w, messages, i, options)
+
+    def _tool_result(self, w: TokenWriter, m: Message, i: int) -> None:
+        text = plain_text(m, i, self.name)
+        if not m.tool_call_id:
+            raise ValueError(f"messages[{i}].tool_call_id: mistral_v7 writes each tool result's id")
+        w.control(self.results, i)
+        self._text(w, m.tool_call_id, i)
+        w.control(self.tool_content, i)
+        self._text(w, text, i)
+        w.control(self.results_end, i)
+
+    @property
+    def extension_property(self) -> ExtensionProperty:
+        return ExtensionProperty(
+            False,
+            "the tools move to the last user message; calls are re-serialized with "
+            "json.dumps; text is re-tokenized",
+        )

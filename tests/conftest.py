@@ -73,6 +73,9 @@ TML_TOKENIZERS = {
         "renderers.core.packaged_tokenizers:Llama4Tokenizer"
     ),
     "mistralai/Mistral-Nemo-Instruct-2407": "renderers.core.packaged_tokenizers:TekkenTokenizer",
+    "mistralai/Mistral-Large-Instruct-2411": (
+        "renderers.core.packaged_tokenizers:MistralV7Tokenizer"
+    ),
     # The Qwen line on Qwen3's vocabulary (renderers/qwen2_5.py, renderers/qwen3_2507.py).
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-4B-Instruct-2507": "Qwen/Qwen3-8B",

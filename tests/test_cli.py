@@ -60,6 +60,7 @@ def test_demo_shows_prompt_and_parsed_parts() -> None:
         "llama3",  # tokenizers from their publishers' packages: no --tokenizer needed
         "llama4",
         "mistral",
+        "mistral_v7",
         "qwen2.5",  # the Qwen line on Qwen3's tokenizer
         "qwen3_instruct_2507",
         "qwen3_thinking_2507",
@@ -542,6 +543,7 @@ def test_models_names_where_each_tokenizer_loads_from() -> None:
     assert "tokenizer: renderers.core.packaged_tokenizers:Llama3Tokenizer\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:Llama4Tokenizer\n" in out
     assert "tokenizer: renderers.core.packaged_tokenizers:TekkenTokenizer\n" in out
+    assert "tokenizer: renderers.core.packaged_tokenizers:MistralV7Tokenizer\n" in out
     for name, model, tokenizer in (
         ("deepseek_r1", "deepseek-ai/DeepSeek-R1", "DeepSeekR1Tokenizer"),
         ("kimi_k2.6", "moonshotai/Kimi-K2.6", "KimiK26Tokenizer"),

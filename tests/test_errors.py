@@ -167,6 +167,7 @@ CANNOT_RENDER_REASONING = {
     ("llama3", ()): r"the format has no place for reasoning",
     ("llama4", ()): r"the format has no place for reasoning",
     ("mistral", ()): r"this version has no place for reasoning",
+    ("mistral_v7", ()): r"this version has no place for reasoning",
     ("qwen2.5", ()): r"the format has no place for reasoning",
     ("qwen3_instruct_2507", ()): r"the format has no place for reasoning",
     ("qwen3_vl", ()): r"the format has no place for reasoning",

@@ -101,6 +101,9 @@ class Layout:
     arguments_in_span: bool = True
     """False for formats that write each argument in its own markup (XML, DSML): the
     arguments' JSON text is not in the span, each string value is."""
+    call_prefix: str = ""
+    """The separator written before a tool call's body, not part of an unparsed call's raw
+    text (Mistral v7: SentencePiece's space)."""
     text_check: TextCheck | None = None
     """Replaces the separator check of text and thinking parts (formats whose structure
     includes text, like Harmony headers)."""
@@ -1244,21 +1247,21 @@ LLAMA4_MESSAGES = st.one_of(
 # -- Mistral v3 -------------------------------------------------------------------------------
 
 
-def mistral_canonical(m: Message) -> Message | None:
-    """What Mistral gives back: its calls (arguments as ``json.dumps`` writes them, ids
-    kept) or its text without trailing spaces; a message with neither is not writable."""
-    calls = [p for p in m.parts if _is_call(p)]
-    if calls:
-        return Message(
-            "assistant",
-            [
-                ToolCallPart(p.name, json.dumps(json.loads(p.arguments), ensure_ascii=False), p.id)
-                for p in calls
-                if type(p) is ToolCallPart
-            ],
+def mistral_canonical(m: Message, read: Callable[[str], str] = str) -> Message | None:
+    """What Mistral gives back: its text without trailing spaces, then its calls (arguments
+    as ``json.dumps`` writes them, ids kept), each text as the tokenizer ``read``s it back;
+    a message with neither is not writable."""
+    text = read(m.text.rstrip(" "))
+    calls = [
+        ToolCallPart(
+            read(p.name), read(json.dumps(json.loads(p.arguments), ensure_ascii=False)), p.id
         )
-    text = m.text.rstrip(" ")
-    return Message("assistant", [TextPart(text)]) if text else None
+        for p in m.parts
+        if type(p) is ToolCallPart
+    ]
+    if not text and not calls:
+        return None
+    return Message("assistant", [*([TextPart(text)] if text else []), *calls])
 
 
 MISTRAL_MESSAGES = st.one_of(
@@ -1273,16 +1276,38 @@ MISTRAL = Layout(separators=r" ")
 
 
 def _mistral_writable(conversation: list[dict[str, Any]]) -> bool:
-    """Assistant turns with text (the encoder refuses empty ones), none consecutive."""
-    roles = [m["role"] for m in conversation if m["role"] != "system"]
+    """Assistant turns with text or calls (the encoder refuses others), none right after
+    another (a system message between keeps them apart)."""
+    roles = [m["role"] for m in conversation]
     return all(
-        m["content"].rstrip(" ") for m in conversation if m["role"] == "assistant"
+        m["content"] or m.get("tool_calls") for m in conversation if m["role"] == "assistant"
     ) and not any(a == b == "assistant" for a, b in itertools.pairwise(roles))
 
 
 MISTRAL_CONVERSATIONS = strategies.conversations(tools=False, reasoning=False).filter(
     _mistral_writable
 )
+
+# -- Mistral v7 -------------------------------------------------------------------------------
+
+
+def _sentencepiece_read(text: str) -> str:
+    """``text`` as SentencePiece gives it back: a ``▁`` typed in it is a space."""
+    return text.replace("\u2581", " ")
+
+
+def mistral_v7_canonical(m: Message) -> Message | None:
+    """What Mistral v7 gives back: v3's reading, SentencePiece reading a ``▁`` as a space."""
+    return mistral_canonical(m, _sentencepiece_read)
+
+
+MISTRAL_V7 = Layout(separators=r" ", call_prefix=" ")
+MISTRAL_V7_MESSAGES = (
+    st.tuples(strategies.text, st.lists(strategies.tool_call_parts(with_ids=True), max_size=3))
+    .filter(lambda tc: tc[0] or tc[1])
+    .map(lambda tc: Message("assistant", [*([TextPart(tc[0])] if tc[0] else []), *tc[1]]))
+)
+
 
 NO_REASONING = strategies.conversations(reasoning=False)
 QWEN35_CONVERSATIONS = strategies.conversations().filter(_query_last)
@@ -1322,6 +1347,16 @@ SPECS = [
         thinking=False,
         conversations=MISTRAL_CONVERSATIONS,
         text_with_calls=False,
+    ),
+    Spec(
+        "mistral_v7",
+        "mistralai/Mistral-Large-Instruct-2411",
+        (),
+        MISTRAL_V7_MESSAGES,
+        mistral_v7_canonical,
+        MISTRAL_V7,
+        thinking=False,
+        conversations=MISTRAL_CONVERSATIONS,
     ),
     Spec(
         "llama3",
@@ -1971,7 +2006,8 @@ def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:
             previous = cut + 1
         source = "".join(segments)
         if isinstance(part, UnparsedToolCallPart):
-            assert part.raw == source
+            prefix = layout.call_prefix
+            assert part.raw == (source[len(prefix) :] if source.startswith(prefix) else source)
         else:
             assert isinstance(part, ToolCallPart)
             if layout.arguments_in_span:

@@ -167,14 +167,17 @@ def _qwen_line(name: str) -> Oracle:
     return ids
 
 
-def _mistral(messages: Conversation, tools: Any, gen: bool) -> list[int]:
-    """mistral-common's encoder (tests/test_mistral.py), without its request validator
-    (these conversations' call ids are not its 9 characters)."""
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+def _mistral(name: str) -> Oracle:
+    """mistral-common's encoder of that version (tests/test_mistral.py), without its request
+    validator (these conversations' call ids are not its 9 characters)."""
 
-    from tests import test_mistral
+    def ids(messages: Conversation, tools: Any, gen: bool) -> list[int]:
+        from tests import test_mistral
 
-    return test_mistral.encoded(MistralTokenizer.v3(is_tekken=True), messages, tools, False)
+        version = next(v for v in test_mistral.VERSIONS if v.name == name)
+        return test_mistral.encoded(test_mistral.encoder(version), messages, tools, False)
+
+    return ids
 
 
 # Every renderer, with each option set that changes what happens to reasoning, and the
@@ -212,7 +215,8 @@ VARIANTS: list[tuple[str, dict[str, Any], Oracle]] = [
     ("glm5.3_flash", {"clear_thinking": True}, _glm5("glm5.3_flash", clear_thinking=True)),
     ("llama3", {}, _llama3),
     ("llama4", {}, _llama4),
-    ("mistral", {}, _mistral),
+    ("mistral", {}, _mistral("mistral")),
+    ("mistral_v7", {}, _mistral("mistral_v7")),
     ("qwen2.5", {}, _qwen_line("qwen2.5")),
     ("qwen3_instruct_2507", {}, _qwen_line("qwen3_instruct_2507")),
     ("qwen3_thinking_2507", {}, _qwen_line("qwen3_thinking_2507")),
@@ -242,6 +246,7 @@ MODEL_IDS = {
     "llama3": "meta-llama/Llama-3.1-8B-Instruct",
     "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "mistral": "mistralai/Mistral-Nemo-Instruct-2407",
+    "mistral_v7": "mistralai/Mistral-Large-Instruct-2411",
     "qwen2.5": "Qwen/Qwen3-8B",
     "qwen3_instruct_2507": "Qwen/Qwen3-8B",
     "qwen3_thinking_2507": "Qwen/Qwen3-8B",

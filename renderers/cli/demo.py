@@ -67,6 +67,7 @@ _NO_REASONING = (
     "llama3",
     "llama4",
     "mistral",
+    "mistral_v7",
     "qwen2.5",
     "qwen3_instruct_2507",
     "qwen3_vl",

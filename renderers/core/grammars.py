@@ -182,6 +182,9 @@ class TagGrammar:
     """Markers that end the text before them and open new text, and are dropped (Llama 4's
     ``<|python_start|>``/``<|python_end|>``, which its template writes around a call turn's
     text): each side is read on its own, so the text after them may be bare calls."""
+    text_prefix: str = ""
+    """Written before the text a completion starts with and before a call body after its
+    call token (Mistral v7: ``" "``, SentencePiece's dummy prefix): stripped there."""
     markers_cut_calls: bool = False
     """Any marker but the call's end, sampled inside a call, cuts the call there and is read
     after it (Qwen3.5). Otherwise only an opening marker does: a stray think end is call
@@ -204,7 +207,7 @@ class TagGrammar:
             if self.call is not None and self.call_end is None:
                 plain[TOOL_CALL][t] = STOP  # a call that runs to the stop token
         object.__setattr__(self, "_plain", plain)
-        text = Region(TEXT, holdback=self.before_call)
+        text = Region(TEXT, self.text_prefix, holdback=self.before_call)
         thinking = Region(THINKING, "", self.closing_padding, explicit=True)
         object.__setattr__(self, "_start", (text, thinking))
 
@@ -902,6 +905,8 @@ class BareJsonParser(TaggedParser):
         text."""
         held, self._held, json_like, self._json = self._held, "", self._json, self._undecided
         forced, self._forced = self._forced, False
+        if forced:
+            held = without_prefix(held, self._g.text_prefix)
         calls = self._read_calls(held, forced) if json_like and stopped else None
         asm = self.asm
         if calls is None and forced:

@@ -10,6 +10,12 @@
 - **Mistral** (``mistral-common``: ``mistral_common/data/tekken_240718.json``): Tekken,
   tiktoken ranks after the control tokens (``[INST]``, ``[TOOL_CALLS]`` ...), as
   mistral-common's ``Tekkenizer`` builds them (``MistralTokenizer.v3(is_tekken=True)``).
+- **Mistral instruct v7** (``mistral-common``: ``mistral_instruct_tokenizer_241114.model.v7``,
+  ``MistralTokenizer.v7()``): a SentencePiece BPE (32,768 pieces, byte fallback, no
+  normalization), the control tokens first (``<s>`` = 1, ``[INST]`` = 3,
+  ``[SYSTEM_PROMPT]`` = 16). SentencePiece writes a space before every text it encodes
+  (its dummy prefix); the wrapper encodes text as it is, so the renderer writes that space
+  as part of the format.
 
 Each is wrapped as an :class:`~renderers.core.vocabulary.OrdinaryTokenizer` (ordinary text
 never becomes a control token; ids decode to bytes), whose class builds it without
@@ -27,7 +33,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Llama3Tokenizer", "Llama4Tokenizer", "TekkenTokenizer", "packaged_tokenizer"]
+__all__ = [
+    "Llama3Tokenizer",
+    "Llama4Tokenizer",
+    "MistralV7Tokenizer",
+    "TekkenTokenizer",
+    "packaged_tokenizer",
+]
 
 _MISSING = "{} ships this tokenizer: pip install 'exact-renderers[families]'"
 
@@ -128,10 +140,77 @@ class TekkenTokenizer(_TiktokenTokenizer):
         return bytes(out)
 
 
+class MistralV7Tokenizer:
+    """Mistral instruct v7's SentencePiece tokenizer (Mistral-Large-Instruct-2411:
+    ``MistralTokenizer.v7()``), encoding text without SentencePiece's dummy prefix: its
+    ``encode_ordinary(" " + text)`` is the encoder's ``encode(text)``.
+
+    A piece decodes to its text with ``▁`` read as a space (so a ``▁`` typed in text, which
+    SentencePiece encodes as a space, decodes as one, as mistral-common's decoder does), a
+    byte piece to its byte, a control token (and ``<unk>``) to its name.
+    """
+
+    def __init__(self) -> None:
+        try:
+            from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+        except ImportError:
+            raise ImportError(_MISSING.format("mistral-common")) from None
+        try:
+            mistral = MistralTokenizer.v7()
+        except ImportError:  # mistral-common without its sentencepiece extra
+            raise ImportError(_MISSING.format("mistral-common[sentencepiece]")) from None
+        sentencepiece: Any = mistral.instruct_tokenizer.tokenizer
+        self._read(sentencepiece._model)
+
+    def _read(self, model: Any) -> None:
+        from sentencepiece import SentencePieceProcessor, sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(model.serialized_model_proto())
+        proto.normalizer_spec.add_dummy_prefix = False
+        self._model = SentencePieceProcessor(model_proto=proto.SerializeToString())
+        pieces: list[bytes] = []
+        control: dict[str, int] = {}
+        for i, piece in enumerate(proto.pieces):
+            if piece.type == piece.BYTE:
+                pieces.append(bytes([int(piece.piece[1:-1], 16)]))  # "<0x0A>"
+            else:
+                pieces.append(piece.piece.replace("\u2581", " ").encode())
+                if piece.type in (piece.CONTROL, piece.UNKNOWN):
+                    control[piece.piece] = i
+        self._pieces = pieces
+        self._control = control
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """``text`` as ordinary tokens (never a control token, whatever it spells), with no
+        space added before it."""
+        ids: list[int] = self._model.encode(text)
+        return ids
+
+    def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
+        """The bytes of ``token_ids`` (a control token's are its name)."""
+        pieces = self._pieces
+        out = bytearray()
+        for t in token_ids:
+            if not 0 <= t < len(pieces):
+                raise ValueError(f"no token has the id {t}")
+            out += pieces[t]
+        return bytes(out)
+
+    def special_tokens(self) -> list[str]:
+        """The names of the control tokens (``<unk>`` among them)."""
+        return list(self._control)
+
+    def encode_special(self, name: str) -> int:
+        """The id of the control token named ``name``."""
+        return self._control[name]
+
+
 def packaged_tokenizer(tokenizer: Any) -> Any:
     """``tokenizer`` as an ordinary-text tokenizer when it is one of the packages' own
-    objects (llama-models' Llama 3 or 4 ``Tokenizer``, mistral-common's ``MistralTokenizer`` or its
-    ``Tekkenizer``); any other tokenizer as given."""
+    objects (llama-models' Llama 3 or 4 ``Tokenizer``; mistral-common's ``MistralTokenizer``,
+    its ``Tekkenizer`` or ``SentencePieceTokenizer`` of the vocabularies above); any other
+    tokenizer as given."""
     module = type(tokenizer).__module__
     if module.startswith(("llama_models.llama3", "llama_models.llama4")):
         cls = Llama4Tokenizer if module.startswith("llama_models.llama4") else Llama3Tokenizer
@@ -139,13 +218,49 @@ def packaged_tokenizer(tokenizer: Any) -> Any:
         _TiktokenTokenizer.__init__(llama, tokenizer.model, dict(tokenizer.special_tokens))
         return llama
     if module.startswith("mistral_common."):
-        tekken = getattr(getattr(tokenizer, "instruct_tokenizer", None), "tokenizer", tokenizer)
-        if type(tekken).__name__ != "Tekkenizer":
-            raise TypeError(
-                f"unsupported mistral-common tokenizer {type(tekken).__name__}: only Tekken "
-                "tokenizers are supported (MistralTokenizer.v3(is_tekken=True))"
-            )
-        mistral = TekkenTokenizer.__new__(TekkenTokenizer)
-        mistral._read(tekken)
-        return mistral
+        inner = getattr(getattr(tokenizer, "instruct_tokenizer", None), "tokenizer", tokenizer)
+        kind = type(inner).__name__
+        if kind == "Tekkenizer":
+            tekken = TekkenTokenizer.__new__(TekkenTokenizer)
+            tekken._read(inner)
+            return _the_packaged(tekken, TekkenTokenizer, "MistralTokenizer.v3(is_tekken=True)")
+        if kind == "SentencePieceTokenizer":
+            sentencepiece = MistralV7Tokenizer.__new__(MistralV7Tokenizer)
+            sentencepiece._read(inner._model)
+            return _the_packaged(sentencepiece, MistralV7Tokenizer, "MistralTokenizer.v7()")
+        raise TypeError(
+            f"unsupported mistral-common tokenizer {kind}: supported are "
+            "MistralTokenizer.v3(is_tekken=True) and MistralTokenizer.v7()"
+        )
     return tokenizer
+
+
+def _the_packaged(wrapped: Any, cls: type[Any], loader: str) -> Any:
+    """The tokenizer ``cls`` builds if ``wrapped`` is the same (a renderer shares and pickles
+    it by its class), else ``TypeError``: another vocabulary of the same kind is not supported."""
+    packaged = _built(cls)
+    if wrapped.special_tokens() == packaged.special_tokens() and _pieces(wrapped) == _pieces(
+        packaged
+    ):
+        return packaged
+    raise TypeError(
+        f"unsupported mistral-common tokenizer: its vocabulary is not the one {loader} "
+        "loads, the only one of its kind supported"
+    )
+
+
+_BUILT: dict[str, Any] = {}
+
+
+def _built(cls: type[Any]) -> Any:
+    """``cls()``, built once."""
+    if cls.__name__ not in _BUILT:
+        _BUILT[cls.__name__] = cls()
+    return _BUILT[cls.__name__]
+
+
+def _pieces(tokenizer: Any) -> Any:
+    """What makes a wrapped vocabulary: SentencePiece's pieces, Tekken's ranks."""
+    if isinstance(tokenizer, MistralV7Tokenizer):
+        return tokenizer._pieces
+    return tokenizer._encoding._mergeable_ranks
