@@ -91,7 +91,7 @@ text whole), and ``[SYSTEM_PROMPT]`` also ends the message. The tokenizer
 (:class:`~renderers.core.packaged_tokenizers.MistralV7Tokenizer`) encodes text as it is;
 like SentencePiece, it reads a ``▁`` typed in text as a space.
 
-Oracle (``tests/test_mistral_v7.py``): the same encoder with that tokenizer. Divergences
+Oracle (``tests/test_mistral.py``, both versions): the same encoder with that tokenizer. Divergences
 are v3's, less the one about text beside calls; its validator also refuses a system
 message after an assistant one, which this renderer writes in place (as the encoder does
 without its validator). Agreement, over the 44 conversations: 58 of 58 generation prompts
@@ -127,7 +127,7 @@ __all__ = ["MistralOptions", "MistralRenderer", "MistralV7Renderer"]
 
 @dataclass(frozen=True, slots=True)
 class MistralOptions:
-    """Options of the Mistral v3 format."""
+    """Options of the Mistral formats (v3 and v7)."""
 
     reasoning: Reasoning = "error"
     """What to do with reasoning of a trained turn (the format has no place for it):
