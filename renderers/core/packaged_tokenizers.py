@@ -21,7 +21,8 @@ Each is wrapped as an :class:`~renderers.core.vocabulary.OrdinaryTokenizer` (ord
 never becomes a control token; ids decode to bytes), whose class builds it without
 arguments, so renderers pickle it by name (``"renderers.core.packaged_tokenizers:
 Llama3Tokenizer"``). :func:`packaged_tokenizer` adapts the packages' own tokenizer objects
-(``Tokenizer.get_instance()``, ``MistralTokenizer.v3(is_tekken=True)``) to these wrappers.
+(``Tokenizer.get_instance()``, ``MistralTokenizer.v3(is_tekken=True)``,
+``MistralTokenizer.v7()``) to these wrappers, and refuses another vocabulary of a kind.
 
 Ordinary text is encoded whole by tiktoken; the packages' ``encode`` first cuts texts of
 over 400,000 characters (and runs of over 25,000 whitespace or non-whitespace characters),
@@ -30,6 +31,7 @@ which can change the ids at those cuts of pathological texts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -180,6 +182,8 @@ class MistralV7Tokenizer:
                     control[piece.piece] = i
         self._pieces = pieces
         self._control = control
+        model_pieces = b"".join(p.SerializeToString() for p in proto.pieces)  # with scores
+        self._fingerprint = hashlib.sha256(model_pieces).hexdigest()
 
     def encode_ordinary(self, text: str) -> list[int]:
         """``text`` as ordinary tokens (never a control token, whatever it spells), with no
@@ -260,7 +264,8 @@ def _built(cls: type[Any]) -> Any:
 
 
 def _pieces(tokenizer: Any) -> Any:
-    """What makes a wrapped vocabulary: SentencePiece's pieces, Tekken's ranks."""
+    """What makes a wrapped vocabulary: SentencePiece's pieces with their scores, Tekken's
+    ranks."""
     if isinstance(tokenizer, MistralV7Tokenizer):
-        return tokenizer._pieces
+        return tokenizer._fingerprint
     return tokenizer._encoding._mergeable_ranks
