@@ -32,6 +32,7 @@ def test_every_proven_tokenizer_is_proven_here() -> None:
         "moonshotai/Kimi-K2-Instruct",
         "moonshotai/Kimi-K2-Thinking",
         "moonshotai/Kimi-K2.5",
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B",
         "openai/gpt-oss-20b",
     ]
     assert expected == PROVEN_MODELS

@@ -1941,22 +1941,43 @@ def _parts_and_spans(
 def _dropped_think_ends(
     spec: Spec, r: Renderer, ids: list[int], parts: list[Part], spans: list[tuple[int, int]]
 ) -> set[int]:
-    """Where ``drafted_calls="call"`` drops a ``</think>``: the first one inside the span
-    of a text part that directly follows a call which ended open reasoning."""
+    """Where ``drafted_calls="call"`` drops a ``</think>``: after a call that ended open
+    reasoning (the completion's first part, the prompt having opened reasoning, or right
+    after unclosed reasoning), the first one met in text (not one that cuts a call: that
+    one is text), however many calls and texts come between, unless a ``<think>`` comes
+    first (the parser forgets the call then)."""
     if dict(spec.options).get("drafted_calls") != "call":
         return set()
     think_end = r.table.control_id("</think>")
-    dropped: set[int] = set()
-    for k in range(1, len(parts)):
-        if not (isinstance(parts[k], TextPart) and _is_call(parts[k - 1])):
-            continue
-        if k > 1 and not isinstance(parts[k - 2], ThinkingPart) and spans[k - 1][0] > 0:
-            continue  # the call did not end reasoning (it followed text)
+    think = r.table.control_tokens.get("<think>")
+    ended = next(
+        (
+            k
+            for k, part in enumerate(parts)
+            if _is_call(part)
+            and (
+                spans[k][0] == 0
+                if k == 0
+                else isinstance(parts[k - 1], ThinkingPart)
+                and think_end not in ids[spans[k - 1][0] : spans[k][0]]
+            )
+        ),
+        None,
+    )
+    if ended is None:
+        return set()
+    for k in range(ended + 1, len(parts)):
         start, stop = spans[k]
-        inside = [j for j in range(start, stop) if ids[j] == think_end]
-        if inside and "</think>" not in parts[k].text:
-            dropped.add(inside[0])
-    return dropped
+        if think is not None and think in ids[spans[k - 1][0] : stop]:
+            return set()
+        if not isinstance(parts[k], TextPart):
+            continue
+        cut = _is_call(parts[k - 1]) and getattr(parts[k - 1], "incomplete", False)
+        if cut and ids[start] == think_end:  # it cut the call and is read as text
+            start += 1
+        if think_end in ids[start:stop]:
+            return {ids.index(think_end, start, stop)}
+    return set()
 
 
 def check_content(spec: Spec, r: Renderer, ids: list[int]) -> ParseResult:

@@ -50,6 +50,12 @@ _O200K = (
     r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Tekken's pattern (Mistral's; Nemotron-3 uses it): single digits, no contractions.
+_TEKKEN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _KIMI = (
     r"[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"
     r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
@@ -116,6 +122,9 @@ PROVEN: dict[str, Proven] = {
     ),
     "346409135c11aa04183aba51197491694de9245cc109e3009d283c1638085c50": Proven(
         "moonshotai/Kimi-K2.5", _KIMI, nfc=False
+    ),
+    "3e3c130024a4e2df09163a7c1cd03189d160e4ff9c514a47bdfc31ee91df000f": Proven(
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", _TEKKEN, nfc=False
     ),
 }
 """Fingerprint -> how to encode; filled only with tokenizers the tests prove equal."""
