@@ -1938,11 +1938,14 @@ def _parts_and_spans(
     return result, parts, list(parser.asm.spans)
 
 
+_ASK = [{"role": "user", "content": "?"}]
+
+
 def _dropped_think_ends(
     spec: Spec, r: Renderer, ids: list[int], parts: list[Part], spans: list[tuple[int, int]]
 ) -> set[int]:
     """Where ``drafted_calls="call"`` drops a ``</think>``: after a call that ended open
-    reasoning (the completion's first part, the prompt having opened reasoning, or right
+    reasoning (the completion's first part where the prompt opened reasoning, or right
     after unclosed reasoning), the first one met in text (not one that cuts a call: that
     one is text), however many calls and texts come between, unless a ``<think>`` comes
     first (the parser forgets the call then)."""
@@ -1956,7 +1959,7 @@ def _dropped_think_ends(
             for k, part in enumerate(parts)
             if _is_call(part)
             and (
-                spans[k][0] == 0
+                spans[k][0] == 0 and think in r.build_generation_prompt(_ASK)[-2:]
                 if k == 0
                 else isinstance(parts[k - 1], ThinkingPart)
                 and think_end not in ids[spans[k - 1][0] : spans[k][0]]
