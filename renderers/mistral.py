@@ -287,7 +287,12 @@ class MistralRenderer(Renderer):
         """An assistant message or a tool result."""
         m = messages[i]
         if m.role == "tool":
-            self._tool_result(w, m, i)
+            text = plain_text(m, i, self.name)
+            if not m.tool_call_id:
+                raise ValueError(
+                    f"messages[{i}].tool_call_id: {self.name} writes each tool result's id"
+                )
+            self._tool_result(w, text, i, m.tool_call_id)
         elif i and messages[i - 1].role == "assistant":
             raise ValueError(
                 f"messages[{i}]: {self.name} writes consecutive assistant messages as one (its "
@@ -343,11 +348,8 @@ class MistralRenderer(Renderer):
             call["id"] = part.id
         return call
 
-    def _tool_result(self, w: TokenWriter, m: Message, i: int) -> None:
-        text = plain_text(m, i, self.name)
-        if not m.tool_call_id:
-            raise ValueError(f"messages[{i}].tool_call_id: mistral writes each tool result's id")
-        result = {"content": _json_value(text), "call_id": m.tool_call_id}
+    def _tool_result(self, w: TokenWriter, text: str, i: int, call_id: str) -> None:
+        result = {"content": _json_value(text), "call_id": call_id}
         w.control(self.results, i)
         w.text(json.dumps(result, ensure_ascii=False), i)
         w.control(self.results_end, i)
@@ -409,8 +411,7 @@ class MistralV7Renderer(MistralRenderer):
     ) -> None:
         w.control(self.bos)
         if not messages:  # the empty user message the normalizer inserts
-            w.control(self.inst)
-            w.control(self.inst_end)
+            self._user_turn(w, messages, [], [], "")
             return
         last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
         declared = [_tool(t, k) for k, t in enumerate(tools or ())]
@@ -427,12 +428,9 @@ class MistralV7Renderer(MistralRenderer):
             else:
                 self._reply(w, messages, i, options)
 
-    def _tool_result(self, w: TokenWriter, m: Message, i: int) -> None:
-        text = plain_text(m, i, self.name)
-        if not m.tool_call_id:
-            raise ValueError(f"messages[{i}].tool_call_id: mistral_v7 writes each tool result's id")
+    def _tool_result(self, w: TokenWriter, text: str, i: int, call_id: str) -> None:
         w.control(self.results, i)
-        self._text(w, m.tool_call_id, i)
+        self._text(w, call_id, i)
         w.control(self.tool_content, i)
         self._text(w, text, i)
         w.control(self.results_end, i)

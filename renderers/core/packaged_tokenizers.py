@@ -125,6 +125,10 @@ class TekkenTokenizer(_TiktokenTokenizer):
         self._shift = shift
         super().__init__(tekken._model, control)  # the ranks, ids shifted by ``shift``
 
+    def _vocabulary(self) -> Any:
+        """What makes the vocabulary: its control tokens and ranks."""
+        return self._control, self._encoding._mergeable_ranks
+
     def encode_ordinary(self, text: str) -> list[int]:
         shift = self._shift
         return [t + shift for t in self._encoding.encode_ordinary(text)]
@@ -185,6 +189,10 @@ class MistralV7Tokenizer:
         model_pieces = b"".join(p.SerializeToString() for p in proto.pieces)  # with scores
         self._fingerprint = hashlib.sha256(model_pieces).hexdigest()
 
+    def _vocabulary(self) -> Any:
+        """What makes the vocabulary: its pieces, their types and scores (the merges)."""
+        return self._fingerprint
+
     def encode_ordinary(self, text: str) -> list[int]:
         """``text`` as ordinary tokens (never a control token, whatever it spells), with no
         space added before it."""
@@ -243,9 +251,7 @@ def _the_packaged(wrapped: Any, cls: type[Any], loader: str) -> Any:
     """The tokenizer ``cls`` builds if ``wrapped`` is the same (a renderer shares and pickles
     it by its class), else ``TypeError``: another vocabulary of the same kind is not supported."""
     packaged = _built(cls)
-    if wrapped.special_tokens() == packaged.special_tokens() and _pieces(wrapped) == _pieces(
-        packaged
-    ):
+    if wrapped._vocabulary() == packaged._vocabulary():
         return packaged
     raise TypeError(
         f"unsupported mistral-common tokenizer: its vocabulary is not the one {loader} "
@@ -261,11 +267,3 @@ def _built(cls: type[Any]) -> Any:
     if cls.__name__ not in _BUILT:
         _BUILT[cls.__name__] = cls()
     return _BUILT[cls.__name__]
-
-
-def _pieces(tokenizer: Any) -> Any:
-    """What makes a wrapped vocabulary: SentencePiece's pieces with their scores, Tekken's
-    ranks."""
-    if isinstance(tokenizer, MistralV7Tokenizer):
-        return tokenizer._fingerprint
-    return tokenizer._encoding._mergeable_ranks
